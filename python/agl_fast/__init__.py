@@ -1,0 +1,51 @@
+"""agl-fast: Rust-accelerated audio geo-localization and spatial-audio toolkit.
+
+The public API mirrors librosa's names and defaults; heavy work runs in the
+Rust core over whole batches, in parallel, with the GIL released.
+
+>>> import numpy as np, agl_fast
+>>> clips = np.zeros((4, 2, 32000), np.float32) + 1e-3
+>>> agl_fast.bat(clips).shape
+(4, 4, 101, 128)
+"""
+
+from __future__ import annotations
+
+from . import exceptions
+from ._config import get_num_threads, set_num_threads
+from ._native import __version__
+from .features import (
+    amplitude_to_db,
+    ipd_features,
+    kaldi_mel_filterbank,
+    logmel,
+    mel_filterbank,
+    melspectrogram,
+    n_frames,
+    power_to_db,
+    spectrogram,
+    stft,
+)
+from .presets import PRESETS, bat, efficientat, librosa_logmel, preset
+
+__all__ = [
+    "PRESETS",
+    "__version__",
+    "amplitude_to_db",
+    "bat",
+    "efficientat",
+    "exceptions",
+    "get_num_threads",
+    "ipd_features",
+    "kaldi_mel_filterbank",
+    "librosa_logmel",
+    "logmel",
+    "mel_filterbank",
+    "melspectrogram",
+    "n_frames",
+    "power_to_db",
+    "preset",
+    "set_num_threads",
+    "spectrogram",
+    "stft",
+]

@@ -1,0 +1,46 @@
+"""Exceptions raised by agl-fast.
+
+Every error the Rust core reports arrives as one of these classes, through a
+single mapping in the binding. Each also derives from the matching builtin
+(``ValueError``, ``OSError``) so existing ``except`` clauses keep working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AglError",
+    "AglIOError",
+    "AudioDecodeError",
+    "NonFiniteError",
+    "NotAcceleratedError",
+    "ParameterError",
+    "ShapeError",
+]
+
+
+class AglError(Exception):
+    """Base class of every agl-fast error."""
+
+
+class ParameterError(AglError, ValueError):
+    """A parameter or input is outside what the function accepts."""
+
+
+class ShapeError(ParameterError):
+    """An input array or batch has the wrong shape, length or channel count."""
+
+
+class NonFiniteError(ParameterError):
+    """An audio buffer holds NaN or infinite samples."""
+
+
+class AudioDecodeError(AglError, OSError):
+    """An audio file could not be decoded (the message names the path)."""
+
+
+class AglIOError(AglError, OSError):
+    """A file or resource could not be read or written."""
+
+
+class NotAcceleratedError(AglError, AttributeError):
+    """The drop-in compatibility layer does not provide this function."""

@@ -1,0 +1,94 @@
+//! Decibel conversions with librosa's semantics, applied to one item at a
+//! time (so `ref=max` and `top_db` are per item in a batch).
+
+use crate::error::{AglError, Result};
+
+/// The reference of a dB conversion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DbRef {
+    /// A fixed reference value (librosa's `ref=1.0` etc.).
+    Value(f32),
+    /// The item's maximum (librosa's `ref=np.max`).
+    Max,
+}
+
+/// Validated dB parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DbParams {
+    pub reference: DbRef,
+    pub amin: f32,
+    pub top_db: Option<f32>,
+}
+
+impl DbParams {
+    pub fn new(reference: DbRef, amin: f32, top_db: Option<f32>) -> Result<Self> {
+        if !(amin > 0.0 && amin.is_finite()) {
+            return Err(AglError::param("amin", amin, "must be strictly positive"));
+        }
+        if let Some(t) = top_db {
+            if !(t >= 0.0) {
+                return Err(AglError::param("top_db", t, "must be non-negative"));
+            }
+        }
+        if let DbRef::Value(r) = reference {
+            if !r.is_finite() {
+                return Err(AglError::param("ref", r, "must be finite"));
+            }
+        }
+        Ok(DbParams {
+            reference,
+            amin,
+            top_db,
+        })
+    }
+}
+
+/// `power_to_db` in place over every value of `x` (one item).
+pub fn power_to_db_inplace(x: &mut [f32], p: &DbParams) {
+    let amin = p.amin;
+    let ref_value = match p.reference {
+        DbRef::Value(r) => r.abs(),
+        DbRef::Max => x.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v.abs())),
+    };
+    let ref_db = 10.0 * amin.max(ref_value).log10();
+    let mut max_db = f32::NEG_INFINITY;
+    for v in x.iter_mut() {
+        let d = 10.0 * amin.max(v.abs()).log10() - ref_db;
+        max_db = max_db.max(d);
+        *v = d;
+    }
+    if let Some(top) = p.top_db {
+        let floor = max_db - top;
+        x.iter_mut().for_each(|v| *v = v.max(floor));
+    }
+}
+
+/// `amplitude_to_db` in place: `power_to_db(|x|^2, ref^2, amin^2, top_db)`.
+pub fn amplitude_to_db_inplace(x: &mut [f32], p: &DbParams) {
+    let ref_value = match p.reference {
+        DbRef::Value(r) => r.abs(),
+        DbRef::Max => x.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v.abs())),
+    };
+    x.iter_mut().for_each(|v| *v = *v * *v);
+    let q = DbParams {
+        reference: DbRef::Value(ref_value * ref_value),
+        amin: p.amin * p.amin,
+        top_db: p.top_db,
+    };
+    power_to_db_inplace(x, &q);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ten_db_per_decade_and_top_db() {
+        let mut x = vec![1.0f32, 10.0, 100.0, 1e-12];
+        let p = DbParams::new(DbRef::Max, 1e-10, Some(80.0)).unwrap();
+        power_to_db_inplace(&mut x, &p);
+        assert_eq!(x[2], 0.0);
+        assert!((x[1] + 10.0).abs() < 1e-5 && (x[0] + 20.0).abs() < 1e-5);
+        assert!((x[3] + 80.0).abs() < 1e-4);
+    }
+}

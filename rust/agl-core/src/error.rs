@@ -1,0 +1,75 @@
+//! The error type shared by every kernel of the core.
+//!
+//! Messages say what was given and what is allowed, e.g.
+//! `n_fft must be >= win_length, got n_fft=512, win_length=800`.
+
+use std::fmt;
+
+/// Every failure a kernel can report. Kernels never panic on user input.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq)]
+pub enum AglError {
+    /// A parameter is outside its allowed range.
+    InvalidParameter {
+        name: &'static str,
+        value: String,
+        reason: String,
+    },
+    /// An input buffer has the wrong shape or length.
+    Shape(String),
+    /// An input buffer holds NaN or infinite values.
+    NonFinite { what: String, index: usize },
+    /// Audio data could not be decoded.
+    Decode { path: String, reason: String },
+    /// An I/O failure.
+    Io(String),
+    /// The operation was interrupted (Ctrl-C) before it finished.
+    Cancelled,
+}
+
+impl AglError {
+    /// Shorthand for [`AglError::InvalidParameter`].
+    pub fn param(name: &'static str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
+        AglError::InvalidParameter {
+            name,
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for AglError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AglError::InvalidParameter {
+                name,
+                value,
+                reason,
+            } => write!(f, "{name} {reason}, got {name}={value}"),
+            AglError::Shape(msg) => f.write_str(msg),
+            AglError::NonFinite { what, index } => write!(
+                f,
+                "{what} is not finite everywhere: first NaN or Inf at sample {index}"
+            ),
+            AglError::Decode { path, reason } => write!(f, "cannot decode {path}: {reason}"),
+            AglError::Io(msg) => f.write_str(msg),
+            AglError::Cancelled => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl std::error::Error for AglError {}
+
+/// Result alias used across the core.
+pub type Result<T> = std::result::Result<T, AglError>;
+
+/// Fail with [`AglError::NonFinite`] if `x` holds a NaN or an infinity.
+pub fn check_finite(x: &[f32], what: &str) -> Result<()> {
+    match x.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(index) => Err(AglError::NonFinite {
+            what: what.to_string(),
+            index,
+        }),
+    }
+}

@@ -1,0 +1,508 @@
+//! Spectral and binaural features over batches: power/magnitude
+//! spectrograms, mel spectrograms, log-mel, interaural phase difference
+//! (IPD) features, and the `bat` and `efficientat` recipes.
+
+use num_complex::Complex32;
+use rayon::prelude::*;
+
+use crate::batch::{run_framewise, FrameOutput, Layout};
+use crate::db::{power_to_db_inplace, DbParams};
+use crate::error::{check_finite, AglError, Result};
+use crate::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
+use crate::parallel::{install, Cancel};
+use crate::stft::{check_signals, FftScratch, PadMode, Source, StftParams, StftPlan};
+use crate::window::Window;
+
+/// A stereo item: left and right channels of equal length.
+pub type Stereo<'a> = (&'a [f32], &'a [f32]);
+
+/// `|X|^power` for one bin (1 = magnitude, 2 = power).
+#[inline]
+fn spec_power(c: Complex32, power: f32) -> f32 {
+    let p2 = c.re * c.re + c.im * c.im;
+    if power == 2.0 {
+        p2
+    } else if power == 1.0 {
+        p2.sqrt()
+    } else {
+        p2.powf(power * 0.5)
+    }
+}
+
+fn check_power(power: f32) -> Result<()> {
+    if !(power > 0.0 && power.is_finite()) {
+        return Err(AglError::param(
+            "power",
+            power,
+            "must be a positive exponent",
+        ));
+    }
+    Ok(())
+}
+
+/// `|STFT|^power` of a batch of mono signals, items `[1 + n_fft/2, frames]`.
+pub fn spectrogram_batch(
+    items: &[&[f32]],
+    params: &StftParams,
+    power: f32,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<FrameOutput<f32>> {
+    check_power(power)?;
+    let plan = StftPlan::new(params.clone())?;
+    check_signals(items)?;
+    let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
+    let nf = params.n_freqs();
+    run_framewise(
+        &n_frames,
+        Layout::WidthTime { width: nf },
+        extent,
+        0.0f32,
+        n_threads,
+        cancel,
+        || FftScratch::new(params.n_fft),
+        |s, item, t, row| {
+            plan.transform_frame(&Source::plain(items[item]), t, s);
+            for (o, &c) in row.iter_mut().zip(&s.spectrum[..nf]) {
+                *o = spec_power(c, power);
+            }
+        },
+    )
+}
+
+fn frame_counts(plan: &StftPlan, lens: impl Iterator<Item = usize>) -> Result<Vec<usize>> {
+    lens.map(|n| plan.n_frames(n)).collect()
+}
+
+fn check_bank(bank: &MelBank, params: &StftParams) -> Result<()> {
+    if bank.n_freqs != params.n_freqs() {
+        return Err(AglError::Shape(format!(
+            "mel basis has {} frequency bins but n_fft={} gives {}",
+            bank.n_freqs,
+            params.n_fft,
+            params.n_freqs()
+        )));
+    }
+    Ok(())
+}
+
+/// Mel spectrogram `bank @ |STFT|^power`, items `[n_mels, frames]`; with
+/// `db` set, converted per item by `power_to_db` (librosa's log-mel).
+#[allow(clippy::too_many_arguments)]
+pub fn melspectrogram_batch(
+    items: &[&[f32]],
+    params: &StftParams,
+    power: f32,
+    bank: &MelBank,
+    db: Option<&DbParams>,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<FrameOutput<f32>> {
+    check_power(power)?;
+    check_bank(bank, params)?;
+    let plan = StftPlan::new(params.clone())?;
+    check_signals(items)?;
+    let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
+    let nf = params.n_freqs();
+    let mut out = run_framewise(
+        &n_frames,
+        Layout::WidthTime { width: bank.n_mels },
+        extent,
+        0.0f32,
+        n_threads,
+        cancel,
+        || (FftScratch::new(params.n_fft), vec![0f32; nf]),
+        |(s, mag), item, t, row| {
+            plan.transform_frame(&Source::plain(items[item]), t, s);
+            for (o, &c) in mag.iter_mut().zip(&s.spectrum[..nf]) {
+                *o = spec_power(c, power);
+            }
+            bank.apply(mag, row);
+        },
+    )?;
+    if let Some(db) = db {
+        apply_db_per_item(&mut out, &n_frames, bank.n_mels, db, n_threads)?;
+    }
+    Ok(out)
+}
+
+/// Apply `power_to_db` to the valid frames of each `[width, extent]` item.
+fn apply_db_per_item(
+    out: &mut FrameOutput<f32>,
+    n_frames: &[usize],
+    width: usize,
+    db: &DbParams,
+    n_threads: Option<usize>,
+) -> Result<()> {
+    let mut slices: Vec<&mut [f32]> = Vec::with_capacity(n_frames.len());
+    let mut rest: &mut [f32] = &mut out.data;
+    for i in 0..n_frames.len() {
+        let len = out.offsets[i + 1] - out.offsets[i];
+        let (a, b) = rest.split_at_mut(len);
+        slices.push(a);
+        rest = b;
+    }
+    let extents = &out.extents;
+    install(n_threads, || {
+        slices.into_par_iter().enumerate().for_each(|(i, item)| {
+            let (nf, ext) = (n_frames[i], extents[i]);
+            if nf == ext {
+                power_to_db_inplace(item, db);
+            } else {
+                // Padded item: compact the valid frames, convert, scatter back.
+                let mut valid: Vec<f32> = (0..width)
+                    .flat_map(|w| item[w * ext..w * ext + nf].iter().copied())
+                    .collect();
+                power_to_db_inplace(&mut valid, db);
+                for w in 0..width {
+                    item[w * ext..w * ext + nf].copy_from_slice(&valid[w * nf..(w + 1) * nf]);
+                }
+            }
+        })
+    })
+}
+
+/// Unit phasor of one bin; a bin that is exactly zero has phase 0 (as
+/// `atan2(0, 0)` gives), i.e. the phasor `1 + 0i`.
+#[inline]
+fn unit_phasor(c: Complex32, mag: f32) -> (f32, f32) {
+    if mag > 1e-30 {
+        let inv = 1.0 / mag;
+        (c.re * inv, c.im * inv)
+    } else if c.re == 0.0 && c.im == 0.0 {
+        (1.0, 0.0)
+    } else {
+        let (re, im) = (c.re as f64, c.im as f64);
+        let m = (re * re + im * im).sqrt();
+        ((re / m) as f32, (im / m) as f32)
+    }
+}
+
+/// Per bin: magnitudes of left and right, and cos/sin of
+/// `phase(right) - phase(left)` from the normalised cross-spectrum.
+#[inline]
+fn binaural_bins(
+    l: &[Complex32],
+    r: &[Complex32],
+    mag_l: &mut [f32],
+    mag_r: &mut [f32],
+    cos: &mut [f32],
+    sin: &mut [f32],
+) {
+    for k in 0..l.len() {
+        let (a, b) = (l[k], r[k]);
+        let ml = (a.re * a.re + a.im * a.im).sqrt();
+        let mr = (b.re * b.re + b.im * b.im).sqrt();
+        mag_l[k] = ml;
+        mag_r[k] = mr;
+        let (lc, ls) = unit_phasor(a, ml);
+        let (rc, rs) = unit_phasor(b, mr);
+        // e^{i(phi_r - phi_l)} = u_r * conj(u_l)
+        cos[k] = rc * lc + rs * ls;
+        sin[k] = rs * lc - rc * ls;
+    }
+}
+
+fn check_stereo(items: &[Stereo<'_>]) -> Result<()> {
+    for (i, (l, r)) in items.iter().enumerate() {
+        if l.len() != r.len() {
+            return Err(AglError::Shape(format!(
+                "item {i}: left and right channels differ in length ({} vs {})",
+                l.len(),
+                r.len()
+            )));
+        }
+        if l.is_empty() {
+            return Err(AglError::Shape(format!(
+                "item {i} of the batch is empty (0 samples)"
+            )));
+        }
+        check_finite(l, &format!("audio buffer (item {i}, channel 0)"))?;
+        check_finite(r, &format!("audio buffer (item {i}, channel 1)"))?;
+    }
+    Ok(())
+}
+
+/// Binaural scratch: FFT buffers and per-bin arrays.
+struct BinScratch {
+    fft: FftScratch,
+    left: Vec<Complex32>,
+    bins: [Vec<f32>; 4],
+}
+
+impl BinScratch {
+    fn new(n_fft: usize) -> Self {
+        let nf = n_fft / 2 + 1;
+        BinScratch {
+            fft: FftScratch::new(n_fft),
+            left: vec![Complex32::new(0.0, 0.0); nf],
+            bins: [vec![0.0; nf], vec![0.0; nf], vec![0.0; nf], vec![0.0; nf]],
+        }
+    }
+
+    /// Transform frame `t` of both channels and fill the four bin arrays
+    /// (|L|, |R|, cos IPD, sin IPD).
+    fn frame(&mut self, plan: &StftPlan, l: &Source<'_>, r: &Source<'_>, t: usize) {
+        let nf = self.left.len();
+        plan.transform_frame(l, t, &mut self.fft);
+        self.left.copy_from_slice(&self.fft.spectrum[..nf]);
+        plan.transform_frame(r, t, &mut self.fft);
+        let [ml, mr, c, s] = &mut self.bins;
+        binaural_bins(&self.left, &self.fft.spectrum[..nf], ml, mr, c, s);
+    }
+}
+
+/// Mel-projected IPD features of stereo items: item `[2, n_mels, frames]`
+/// (cos, sin), `bank @ cos(IPD)` and `bank @ sin(IPD)` with
+/// IPD = phase(right) - phase(left).
+pub fn ipd_batch(
+    items: &[Stereo<'_>],
+    params: &StftParams,
+    bank: &MelBank,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<FrameOutput<f32>> {
+    check_bank(bank, params)?;
+    let plan = StftPlan::new(params.clone())?;
+    check_stereo(items)?;
+    let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
+    let nm = bank.n_mels;
+    // Computed time-major as [2, frames, n_mels], then transposed per item.
+    let tm = run_framewise(
+        &n_frames,
+        Layout::ChannelsTimeWidth {
+            channels: 2,
+            width: nm,
+        },
+        extent,
+        0.0f32,
+        n_threads,
+        cancel,
+        || BinScratch::new(params.n_fft),
+        |s, item, t, row| {
+            let (l, r) = items[item];
+            s.frame(&plan, &Source::plain(l), &Source::plain(r), t);
+            let (c_row, s_row) = row.split_at_mut(nm);
+            bank.apply(&s.bins[2], c_row);
+            bank.apply(&s.bins[3], s_row);
+        },
+    )?;
+    Ok(transpose_channels(tm, 2, nm))
+}
+
+/// `[C, T, W]` items to `[C, W, T]`.
+fn transpose_channels(x: FrameOutput<f32>, channels: usize, width: usize) -> FrameOutput<f32> {
+    let mut data = vec![0f32; x.data.len()];
+    for (i, &ext) in x.extents.iter().enumerate() {
+        let base = x.offsets[i];
+        for c in 0..channels {
+            let src = &x.data[base + c * ext * width..base + (c + 1) * ext * width];
+            let dst = &mut data[base + c * ext * width..base + (c + 1) * ext * width];
+            for t in 0..ext {
+                for w in 0..width {
+                    dst[w * ext + t] = src[t * width + w];
+                }
+            }
+        }
+    }
+    FrameOutput {
+        data,
+        offsets: x.offsets,
+        extents: x.extents,
+        n_frames: x.n_frames,
+    }
+}
+
+/// Parameters of the BAT / OWL SAGE binaural input.
+#[derive(Debug, Clone)]
+pub struct BatConfig {
+    pub sr: f64,
+    pub stft: StftParams,
+    pub n_mels: usize,
+    pub fmin: f64,
+    pub fmax: f64,
+    /// Floor inside `10 log10(max(x, floor))`.
+    pub amin: f32,
+    /// Scale each clip (both channels by one gain) to this RMS in dBFS.
+    pub loudness_dbfs: Option<f32>,
+}
+
+impl Default for BatConfig {
+    fn default() -> Self {
+        BatConfig {
+            sr: 32000.0,
+            stft: StftParams {
+                n_fft: 1024,
+                hop_length: 320,
+                win_length: 1024,
+                window: Window::Hann { periodic: true },
+                center: true,
+                pad_mode: PadMode::Reflect,
+            },
+            n_mels: 128,
+            fmin: 50.0,
+            fmax: 14000.0,
+            amin: 1e-10,
+            loudness_dbfs: None,
+        }
+    }
+}
+
+/// Gain that brings a clip's RMS (over all channels) to `target_dbfs`;
+/// 1 for a silent clip.
+pub fn loudness_gain(channels: &[&[f32]], target_dbfs: f32) -> f32 {
+    let (mut sum, mut n) = (0f64, 0usize);
+    for c in channels {
+        sum += c.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>();
+        n += c.len();
+    }
+    if n == 0 || sum <= 0.0 {
+        return 1.0;
+    }
+    let rms = (sum / n as f64).sqrt();
+    (10f64.powf(target_dbfs as f64 / 20.0) / rms) as f32
+}
+
+/// The `bat` recipe: item `[4, frames, n_mels]` = log-mel L, log-mel R,
+/// mel-projected cos IPD, mel-projected sin IPD. Log-mel is
+/// `10 log10(max(bank @ |X|, amin))` of the magnitude spectrum.
+pub fn bat_batch(
+    items: &[Stereo<'_>],
+    cfg: &BatConfig,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<FrameOutput<f32>> {
+    let bank = librosa_mel(
+        cfg.sr,
+        cfg.stft.n_fft,
+        cfg.n_mels,
+        cfg.fmin,
+        Some(cfg.fmax),
+        false,
+        MelNorm::Slaney,
+    )?;
+    let plan = StftPlan::new(cfg.stft.clone())?;
+    check_stereo(items)?;
+    let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
+    let gains: Vec<f32> = match cfg.loudness_dbfs {
+        None => vec![1.0; items.len()],
+        Some(db) => items
+            .iter()
+            .map(|(l, r)| loudness_gain(&[l, r], db))
+            .collect(),
+    };
+    let nm = cfg.n_mels;
+    let amin = cfg.amin;
+    run_framewise(
+        &n_frames,
+        Layout::ChannelsTimeWidth {
+            channels: 4,
+            width: nm,
+        },
+        extent,
+        0.0f32,
+        n_threads,
+        cancel,
+        || BinScratch::new(cfg.stft.n_fft),
+        |s, item, t, row| {
+            let (l, r) = items[item];
+            let g = gains[item];
+            let src = |x| Source {
+                samples: x,
+                preemphasis: None,
+                gain: g,
+            };
+            s.frame(&plan, &src(l), &src(r), t);
+            for (c, out) in row.chunks_exact_mut(nm).enumerate() {
+                bank.apply(&s.bins[c], out);
+            }
+            for v in row[..2 * nm].iter_mut() {
+                *v = 10.0 * v.max(amin).log10();
+            }
+        },
+    )
+}
+
+/// Parameters of EfficientAT's eval-mode front end (`AugmentMelSTFT`).
+#[derive(Debug, Clone)]
+pub struct EfficientAtConfig {
+    pub sr: f64,
+    pub stft: StftParams,
+    pub n_mels: usize,
+    pub fmin: f64,
+    pub fmax: f64,
+    pub preemphasis: f32,
+}
+
+impl Default for EfficientAtConfig {
+    fn default() -> Self {
+        EfficientAtConfig {
+            sr: 32000.0,
+            stft: StftParams {
+                n_fft: 1024,
+                hop_length: 320,
+                win_length: 800,
+                window: Window::Hann { periodic: false },
+                center: true,
+                pad_mode: PadMode::Reflect,
+            },
+            n_mels: 128,
+            fmin: 0.0,
+            fmax: 15000.0,
+            preemphasis: 0.97,
+        }
+    }
+}
+
+/// The `efficientat` recipe: pre-emphasis, power STFT, Kaldi mel,
+/// `(ln(mel + 1e-5) + 4.5) / 5`; item `[n_mels, frames]`.
+pub fn efficientat_batch(
+    items: &[&[f32]],
+    cfg: &EfficientAtConfig,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<FrameOutput<f32>> {
+    let bank = kaldi_mel(cfg.sr, cfg.stft.n_fft, cfg.n_mels, cfg.fmin, cfg.fmax)?;
+    let plan = StftPlan::new(cfg.stft.clone())?;
+    check_signals(items)?;
+    for (i, x) in items.iter().enumerate() {
+        if x.len() < 2 {
+            return Err(AglError::Shape(format!(
+                "item {i} has {} sample(s); pre-emphasis needs at least 2",
+                x.len()
+            )));
+        }
+    }
+    let n_frames = frame_counts(&plan, items.iter().map(|x| x.len() - 1))?;
+    let nf = cfg.stft.n_freqs();
+    let coef = cfg.preemphasis;
+    run_framewise(
+        &n_frames,
+        Layout::WidthTime { width: cfg.n_mels },
+        extent,
+        0.0f32,
+        n_threads,
+        cancel,
+        || (FftScratch::new(cfg.stft.n_fft), vec![0f32; nf]),
+        |(s, pw), item, t, row| {
+            let src = Source {
+                samples: items[item],
+                preemphasis: Some(coef),
+                gain: 1.0,
+            };
+            plan.transform_frame(&src, t, s);
+            for (o, c) in pw.iter_mut().zip(&s.spectrum[..nf]) {
+                *o = c.re * c.re + c.im * c.im;
+            }
+            bank.apply(pw, row);
+            for v in row.iter_mut() {
+                *v = ((*v + 1e-5).ln() + 4.5) / 5.0;
+            }
+        },
+    )
+}

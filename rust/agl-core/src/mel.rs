@@ -1,0 +1,283 @@
+//! Mel filterbanks: librosa's (Slaney or HTK scale, optional Slaney
+//! normalisation) and Kaldi's (as `torchaudio.compliance.kaldi.get_mel_banks`,
+//! which EfficientAT uses), plus a sparse form for fast projection.
+
+use crate::error::{AglError, Result};
+
+/// Hz to mel: HTK (`2595 log10(1 + f/700)`) or Slaney (linear below 1 kHz,
+/// logarithmic above), as `librosa.hz_to_mel`.
+pub fn hz_to_mel(f: f64, htk: bool) -> f64 {
+    if htk {
+        return 2595.0 * (1.0 + f / 700.0).log10();
+    }
+    let f_sp = 200.0 / 3.0;
+    let min_log_hz = 1000.0;
+    let min_log_mel = min_log_hz / f_sp;
+    let logstep = (6.4f64).ln() / 27.0;
+    if f >= min_log_hz {
+        min_log_mel + (f / min_log_hz).ln() / logstep
+    } else {
+        f / f_sp
+    }
+}
+
+/// Inverse of [`hz_to_mel`].
+pub fn mel_to_hz(m: f64, htk: bool) -> f64 {
+    if htk {
+        return 700.0 * (10f64.powf(m / 2595.0) - 1.0);
+    }
+    let f_sp = 200.0 / 3.0;
+    let min_log_hz = 1000.0;
+    let min_log_mel = min_log_hz / f_sp;
+    let logstep = (6.4f64).ln() / 27.0;
+    if m >= min_log_mel {
+        min_log_hz * (logstep * (m - min_log_mel)).exp()
+    } else {
+        f_sp * m
+    }
+}
+
+/// Filter normalisation, as librosa's `norm` argument.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MelNorm {
+    /// No normalisation (`norm=None`).
+    None,
+    /// Divide each triangle by its width in Hz (`norm='slaney'`).
+    Slaney,
+    /// Scale each filter to unit Lp norm (`norm=p`, p > 0, or inf).
+    Lp(f64),
+}
+
+/// A dense `[n_mels, n_freqs]` filterbank and its sparse rows.
+#[derive(Debug, Clone)]
+pub struct MelBank {
+    pub n_mels: usize,
+    pub n_freqs: usize,
+    pub dense: Vec<f32>,
+    rows: Vec<(usize, Vec<f32>)>,
+}
+
+impl MelBank {
+    /// Build from a dense row-major `[n_mels, n_freqs]` matrix.
+    pub fn from_dense(n_mels: usize, n_freqs: usize, dense: Vec<f32>) -> Self {
+        let rows = (0..n_mels)
+            .map(|m| {
+                let r = &dense[m * n_freqs..(m + 1) * n_freqs];
+                match (
+                    r.iter().position(|&v| v != 0.0),
+                    r.iter().rposition(|&v| v != 0.0),
+                ) {
+                    (Some(a), Some(b)) => (a, r[a..=b].to_vec()),
+                    _ => (0, Vec::new()),
+                }
+            })
+            .collect();
+        MelBank {
+            n_mels,
+            n_freqs,
+            dense,
+            rows,
+        }
+    }
+
+    /// `out[m] = sum_k bank[m, k] * spec[k]`, touching only non-zero weights.
+    #[inline]
+    pub fn apply(&self, spec: &[f32], out: &mut [f32]) {
+        for (o, (start, w)) in out.iter_mut().zip(&self.rows) {
+            let x = &spec[*start..*start + w.len()];
+            // Four partial sums let the compiler vectorise the reduction.
+            let mut acc = [0.0f32; 4];
+            let mut cw = w.chunks_exact(4);
+            let mut cx = x.chunks_exact(4);
+            for (a, b) in (&mut cw).zip(&mut cx) {
+                for j in 0..4 {
+                    acc[j] += a[j] * b[j];
+                }
+            }
+            let mut s = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+            for (a, b) in cw.remainder().iter().zip(cx.remainder()) {
+                s += a * b;
+            }
+            *o = s;
+        }
+    }
+}
+
+fn check_range(sr: f64, fmin: f64, fmax: f64) -> Result<()> {
+    if !(sr.is_finite() && sr > 0.0) {
+        return Err(AglError::param(
+            "sr",
+            sr,
+            "must be a positive sample rate in Hz",
+        ));
+    }
+    if !(fmin.is_finite() && fmin >= 0.0) {
+        return Err(AglError::param("fmin", fmin, "must be >= 0 Hz"));
+    }
+    if !(fmax.is_finite() && fmax > fmin) {
+        return Err(AglError::InvalidParameter {
+            name: "fmax",
+            value: fmax.to_string(),
+            reason: format!("must be finite and > fmin (fmin={fmin})"),
+        });
+    }
+    Ok(())
+}
+
+/// librosa's `filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin,
+/// fmax=fmax, htk=htk, norm=norm)`, computed in f64 and stored as f32.
+pub fn librosa_mel(
+    sr: f64,
+    n_fft: usize,
+    n_mels: usize,
+    fmin: f64,
+    fmax: Option<f64>,
+    htk: bool,
+    norm: MelNorm,
+) -> Result<MelBank> {
+    let fmax = fmax.unwrap_or(sr / 2.0);
+    check_range(sr, fmin, fmax)?;
+    if n_fft == 0 {
+        return Err(AglError::param("n_fft", n_fft, "must be > 0"));
+    }
+    if n_mels == 0 {
+        return Err(AglError::param("n_mels", n_mels, "must be > 0"));
+    }
+    if let MelNorm::Lp(p) = norm {
+        if !(p > 0.0) {
+            return Err(AglError::param(
+                "norm",
+                p,
+                "must be 'slaney', None or a p > 0",
+            ));
+        }
+    }
+    let n_freqs = n_fft / 2 + 1;
+    let fftfreqs: Vec<f64> = (0..n_freqs).map(|k| k as f64 * sr / n_fft as f64).collect();
+    let (mlo, mhi) = (hz_to_mel(fmin, htk), hz_to_mel(fmax, htk));
+    let mel_f: Vec<f64> = (0..n_mels + 2)
+        .map(|i| {
+            let m = mlo + (mhi - mlo) * i as f64 / (n_mels + 1) as f64;
+            mel_to_hz(m, htk)
+        })
+        .collect();
+    let mut dense = vec![0f32; n_mels * n_freqs];
+    for m in 0..n_mels {
+        let (f0, f1, f2) = (mel_f[m], mel_f[m + 1], mel_f[m + 2]);
+        let (d0, d1) = (f1 - f0, f2 - f1);
+        let mut row = vec![0f64; n_freqs];
+        for (k, &f) in fftfreqs.iter().enumerate() {
+            let lower = -(f0 - f) / d0;
+            let upper = (f2 - f) / d1;
+            row[k] = lower.min(upper).max(0.0);
+        }
+        match norm {
+            MelNorm::None => {}
+            MelNorm::Slaney => {
+                let enorm = 2.0 / (f2 - f0);
+                row.iter_mut().for_each(|v| *v *= enorm);
+            }
+            MelNorm::Lp(p) => {
+                let length = if p.is_infinite() {
+                    row.iter().fold(0f64, |a, v| a.max(v.abs()))
+                } else {
+                    row.iter()
+                        .map(|v| v.abs().powf(p))
+                        .sum::<f64>()
+                        .powf(1.0 / p)
+                };
+                if length > f64::MIN_POSITIVE {
+                    row.iter_mut().for_each(|v| *v /= length);
+                }
+            }
+        }
+        for (k, v) in row.into_iter().enumerate() {
+            dense[m * n_freqs + k] = v as f32;
+        }
+    }
+    Ok(MelBank::from_dense(n_mels, n_freqs, dense))
+}
+
+fn kaldi_hz_to_mel(f: f64) -> f64 {
+    1127.0 * (1.0 + f / 700.0).ln()
+}
+
+/// Kaldi's triangular mel banks (`torchaudio.compliance.kaldi.get_mel_banks`
+/// with no VTLN warping) over `n_fft / 2` bins, padded with a zero column to
+/// `n_fft / 2 + 1` bins as EfficientAT does. `fmax <= 0` counts from Nyquist
+/// as in Kaldi.
+pub fn kaldi_mel(sr: f64, n_fft: usize, n_mels: usize, fmin: f64, fmax: f64) -> Result<MelBank> {
+    let nyquist = sr / 2.0;
+    let fmax = if fmax <= 0.0 { fmax + nyquist } else { fmax };
+    check_range(sr, fmin, fmax)?;
+    if fmax > nyquist {
+        return Err(AglError::InvalidParameter {
+            name: "fmax",
+            value: fmax.to_string(),
+            reason: format!("must be <= Nyquist ({nyquist} Hz)"),
+        });
+    }
+    if n_mels < 1 || n_fft < 2 {
+        return Err(AglError::param(
+            "n_mels",
+            n_mels,
+            "and n_fft must be >= 1 and >= 2",
+        ));
+    }
+    let n_bins = n_fft / 2;
+    let n_freqs = n_fft / 2 + 1;
+    let bin_width = sr / n_fft as f64;
+    let (mlo, mhi) = (kaldi_hz_to_mel(fmin), kaldi_hz_to_mel(fmax));
+    let delta = (mhi - mlo) / (n_mels + 1) as f64;
+    let mut dense = vec![0f32; n_mels * n_freqs];
+    for m in 0..n_mels {
+        let left = mlo + m as f64 * delta;
+        let center = mlo + (m + 1) as f64 * delta;
+        let right = mlo + (m + 2) as f64 * delta;
+        for k in 0..n_bins {
+            let mel = kaldi_hz_to_mel(bin_width * k as f64);
+            let up = (mel - left) / (center - left);
+            let down = (right - mel) / (right - center);
+            dense[m * n_freqs + k] = up.min(down).max(0.0) as f32;
+        }
+    }
+    Ok(MelBank::from_dense(n_mels, n_freqs, dense))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slaney_scale_round_trips() {
+        for f in [0.0, 440.0, 1000.0, 5000.0, 16000.0] {
+            for htk in [false, true] {
+                assert!((mel_to_hz(hz_to_mel(f, htk), htk) - f).abs() < 1e-6);
+            }
+        }
+        assert!((hz_to_mel(1000.0, false) - 15.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn sparse_apply_equals_dense() {
+        let bank = librosa_mel(
+            32000.0,
+            1024,
+            128,
+            50.0,
+            Some(14000.0),
+            false,
+            MelNorm::Slaney,
+        )
+        .unwrap();
+        let spec: Vec<f32> = (0..513).map(|k| (k as f32 * 0.37).sin().abs()).collect();
+        let mut out = vec![0f32; 128];
+        bank.apply(&spec, &mut out);
+        for m in 0..128 {
+            let d: f64 = (0..513)
+                .map(|k| bank.dense[m * 513 + k] as f64 * spec[k] as f64)
+                .sum();
+            assert!((out[m] as f64 - d).abs() < 1e-5 * d.abs().max(1e-3));
+        }
+    }
+}

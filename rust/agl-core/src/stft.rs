@@ -1,0 +1,379 @@
+//! Short-time Fourier transform with librosa's framing and padding.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use num_complex::Complex32;
+use realfft::{RealFftPlanner, RealToComplex};
+
+use crate::batch::{run_framewise, FrameOutput, Layout};
+use crate::error::{check_finite, AglError, Result};
+use crate::parallel::Cancel;
+use crate::window::{pad_center, Window};
+
+/// Padding applied at both ends when `center` is true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PadMode {
+    /// numpy's `reflect` (mirror without repeating the edge sample).
+    Reflect,
+    /// Zeros (librosa's default since 0.10).
+    Constant,
+}
+
+impl PadMode {
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "reflect" => Ok(PadMode::Reflect),
+            "constant" => Ok(PadMode::Constant),
+            other => Err(AglError::param(
+                "pad_mode",
+                other,
+                "must be 'reflect' or 'constant'",
+            )),
+        }
+    }
+}
+
+/// STFT parameters, librosa names and meaning.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StftParams {
+    pub n_fft: usize,
+    pub hop_length: usize,
+    pub win_length: usize,
+    pub window: Window,
+    pub center: bool,
+    pub pad_mode: PadMode,
+}
+
+impl StftParams {
+    /// librosa defaults for a given `n_fft`: hop `n_fft / 4`, periodic Hann
+    /// of length `n_fft`, centred, constant padding.
+    pub fn new(n_fft: usize) -> Self {
+        StftParams {
+            n_fft,
+            hop_length: (n_fft / 4).max(1),
+            win_length: n_fft,
+            window: Window::Hann { periodic: true },
+            center: true,
+            pad_mode: PadMode::Constant,
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.n_fft == 0 {
+            return Err(AglError::param("n_fft", self.n_fft, "must be > 0"));
+        }
+        if self.hop_length == 0 {
+            return Err(AglError::param(
+                "hop_length",
+                self.hop_length,
+                "must be > 0",
+            ));
+        }
+        if self.win_length == 0 {
+            return Err(AglError::param(
+                "win_length",
+                self.win_length,
+                "must be > 0",
+            ));
+        }
+        if self.win_length > self.n_fft {
+            return Err(AglError::InvalidParameter {
+                name: "n_fft",
+                value: self.n_fft.to_string(),
+                reason: format!("must be >= win_length (win_length={})", self.win_length),
+            });
+        }
+        Ok(())
+    }
+
+    /// Frequency bins of the one-sided spectrum.
+    pub fn n_freqs(&self) -> usize {
+        self.n_fft / 2 + 1
+    }
+
+    /// Samples of padding on each side.
+    pub fn pad(&self) -> usize {
+        if self.center {
+            self.n_fft / 2
+        } else {
+            0
+        }
+    }
+
+    /// Number of frames for a signal of `len` samples (librosa's count).
+    pub fn n_frames(&self, len: usize) -> Result<usize> {
+        if len == 0 {
+            return Err(AglError::Shape(
+                "input signal is empty (0 samples)".to_string(),
+            ));
+        }
+        let padded = len + 2 * self.pad();
+        if padded < self.n_fft {
+            return Err(AglError::Shape(format!(
+                "n_fft={} is too large for an input signal of length={len} (center={})",
+                self.n_fft, self.center
+            )));
+        }
+        Ok(1 + (padded - self.n_fft) / self.hop_length)
+    }
+}
+
+/// Cached forward real FFT plans, shared by all workers.
+pub fn rfft_plan(n: usize) -> Arc<dyn RealToComplex<f32>> {
+    static PLANS: OnceLock<
+        Mutex<(
+            RealFftPlanner<f32>,
+            HashMap<usize, Arc<dyn RealToComplex<f32>>>,
+        )>,
+    > = OnceLock::new();
+    let m = PLANS.get_or_init(|| Mutex::new((RealFftPlanner::new(), HashMap::new())));
+    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = g.1.get(&n) {
+        return p.clone();
+    }
+    let p = g.0.plan_fft_forward(n);
+    g.1.insert(n, p.clone());
+    p
+}
+
+/// Index into a signal of length `n` for a (possibly negative or past-the-end)
+/// position, with numpy's `reflect` rule applied repeatedly.
+#[inline]
+pub fn reflect_index(i: isize, n: usize) -> usize {
+    if n == 1 {
+        return 0;
+    }
+    let period = 2 * (n as isize - 1);
+    let mut k = i.rem_euclid(period);
+    if k >= n as isize {
+        k = period - k;
+    }
+    k as usize
+}
+
+/// A signal as seen by the framing code: the raw samples, optionally
+/// pre-emphasised (`y'[n] = y[n+1] - coef * y[n]`, one sample shorter) and
+/// scaled by a gain.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub samples: &'a [f32],
+    pub preemphasis: Option<f32>,
+    pub gain: f32,
+}
+
+impl<'a> Source<'a> {
+    pub fn plain(samples: &'a [f32]) -> Self {
+        Source {
+            samples,
+            preemphasis: None,
+            gain: 1.0,
+        }
+    }
+
+    /// Length of the (virtual) signal.
+    pub fn len(&self) -> usize {
+        match self.preemphasis {
+            None => self.samples.len(),
+            Some(_) => self.samples.len().saturating_sub(1),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    fn at(&self, n: usize) -> f32 {
+        match self.preemphasis {
+            None => self.samples[n] * self.gain,
+            Some(c) => (self.samples[n + 1] - c * self.samples[n]) * self.gain,
+        }
+    }
+}
+
+/// Reusable per-worker buffers for one FFT size.
+pub struct FftScratch {
+    pub frame: Vec<f32>,
+    pub spectrum: Vec<Complex32>,
+    pub work: Vec<Complex32>,
+    plan: Arc<dyn RealToComplex<f32>>,
+}
+
+impl FftScratch {
+    pub fn new(n_fft: usize) -> Self {
+        let plan = rfft_plan(n_fft);
+        FftScratch {
+            frame: plan.make_input_vec(),
+            spectrum: plan.make_output_vec(),
+            work: plan.make_scratch_vec(),
+            plan,
+        }
+    }
+}
+
+/// A planned STFT: parameters, the window padded to `n_fft`, and the span
+/// where the window is non-zero.
+#[derive(Debug, Clone)]
+pub struct StftPlan {
+    pub params: StftParams,
+    pub window: Vec<f32>,
+    span: (usize, usize),
+}
+
+impl StftPlan {
+    pub fn new(params: StftParams) -> Result<Self> {
+        params.validate()?;
+        let w = params.window.coefficients(params.win_length)?;
+        let window = pad_center(&w, params.n_fft);
+        let lo = (params.n_fft - params.win_length) / 2;
+        Ok(StftPlan {
+            span: (lo, lo + params.win_length),
+            window,
+            params,
+        })
+    }
+
+    pub fn n_frames(&self, len: usize) -> Result<usize> {
+        self.params.n_frames(len)
+    }
+
+    /// Window frame `t` of `src` into `s.frame` and transform it; the
+    /// one-sided spectrum is left in `s.spectrum`.
+    pub fn transform_frame(&self, src: &Source<'_>, t: usize, s: &mut FftScratch) {
+        let n_fft = self.params.n_fft;
+        let len = src.len();
+        let start = (t * self.params.hop_length) as isize - self.params.pad() as isize;
+        let (lo, hi) = self.span;
+        let buf = &mut s.frame[..n_fft];
+        buf[..lo].iter_mut().for_each(|v| *v = 0.0);
+        buf[hi..].iter_mut().for_each(|v| *v = 0.0);
+        let a = start + lo as isize;
+        let b = start + hi as isize;
+        if a >= 0 && (b as usize) <= len {
+            let a = a as usize;
+            let w = &self.window[lo..hi];
+            let out = &mut buf[lo..hi];
+            match src.preemphasis {
+                None => {
+                    let x = &src.samples[a..a + (hi - lo)];
+                    let g = src.gain;
+                    for ((o, &wv), &xv) in out.iter_mut().zip(w).zip(x) {
+                        *o = wv * (xv * g);
+                    }
+                }
+                Some(c) => {
+                    let x = &src.samples[a..a + (hi - lo) + 1];
+                    let g = src.gain;
+                    for (i, (o, &wv)) in out.iter_mut().zip(w).enumerate() {
+                        *o = wv * ((x[i + 1] - c * x[i]) * g);
+                    }
+                }
+            }
+        } else {
+            for i in lo..hi {
+                let pos = start + i as isize;
+                let v = if pos >= 0 && (pos as usize) < len {
+                    src.at(pos as usize)
+                } else {
+                    match self.params.pad_mode {
+                        PadMode::Constant => 0.0,
+                        PadMode::Reflect => src.at(reflect_index(pos, len)),
+                    }
+                };
+                buf[i] = self.window[i] * v;
+            }
+        }
+        // Lengths match the plan by construction, so this cannot fail.
+        let _ = s
+            .plan
+            .process_with_scratch(&mut s.frame, &mut s.spectrum, &mut s.work);
+    }
+}
+
+/// Validate a batch of mono signals: non-empty and finite.
+pub fn check_signals(items: &[&[f32]]) -> Result<()> {
+    for (i, x) in items.iter().enumerate() {
+        if x.is_empty() {
+            return Err(AglError::Shape(format!(
+                "item {i} of the batch is empty (0 samples)"
+            )));
+        }
+        check_finite(x, &format!("audio buffer (item {i})"))?;
+    }
+    Ok(())
+}
+
+/// Complex STFT of a batch of mono signals, each item laid out as librosa's
+/// `[1 + n_fft/2, frames]`. `extent` pads every item's frame axis (see
+/// [`run_framewise`]).
+pub fn stft_batch(
+    items: &[&[f32]],
+    params: &StftParams,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<FrameOutput<Complex32>> {
+    let plan = StftPlan::new(params.clone())?;
+    check_signals(items)?;
+    let n_frames = items
+        .iter()
+        .map(|x| plan.n_frames(x.len()))
+        .collect::<Result<Vec<_>>>()?;
+    let nf = params.n_freqs();
+    run_framewise(
+        &n_frames,
+        Layout::WidthTime { width: nf },
+        extent,
+        Complex32::new(0.0, 0.0),
+        n_threads,
+        cancel,
+        || FftScratch::new(params.n_fft),
+        |s, item, t, row| {
+            plan.transform_frame(&Source::plain(items[item]), t, s);
+            row.copy_from_slice(&s.spectrum[..nf]);
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallel::never;
+
+    #[test]
+    fn frame_counts_match_librosa() {
+        let mut p = StftParams::new(2048);
+        p.hop_length = 512;
+        assert_eq!(p.n_frames(22050).unwrap(), 44);
+        p.center = false;
+        assert_eq!(p.n_frames(22050).unwrap(), 40);
+        assert!(p.n_frames(100).is_err());
+    }
+
+    #[test]
+    fn reflect_matches_numpy() {
+        // np.pad([0,1,2,3], 5, 'reflect') -> [1,2,3,2,1,0,1,2,3,2,1,0,1,2]
+        let got: Vec<usize> = (-5..9).map(|i| reflect_index(i, 4)).collect();
+        assert_eq!(got, vec![1, 2, 3, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1, 2]);
+    }
+
+    #[test]
+    fn parseval_holds_for_rectangular_frames() {
+        let n = 256;
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 97) as f32 / 97.0 - 0.5)
+            .collect();
+        let mut p = StftParams::new(n);
+        p.center = false;
+        p.window = Window::Rectangular;
+        let out = stft_batch(&[&x], &p, None, Some(1), never()).unwrap();
+        let spec = &out.data;
+        let mut e_f = spec[0].norm_sqr() as f64 + spec[n / 2].norm_sqr() as f64;
+        for c in &spec[1..n / 2] {
+            e_f += 2.0 * c.norm_sqr() as f64;
+        }
+        let e_t: f64 = x.iter().map(|v| (*v as f64).powi(2)).sum();
+        assert!((e_f / n as f64 - e_t).abs() < 1e-4 * e_t);
+    }
+}
