@@ -1,0 +1,128 @@
+# Type stubs of the compiled module agl_fast._native (checked by
+# mypy.stubtest in the test suite). One section per feature family.
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+_Out = tuple[
+    npt.NDArray[Any],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint64],
+]
+
+def default_threads() -> int: ...
+
+# --- features -------------------------------------------------------------
+def mel_filterbank(
+    sr: float,
+    n_fft: int,
+    n_mels: int = 128,
+    fmin: float = 0.0,
+    fmax: float | None = None,
+    htk: bool = False,
+    norm: str | float | None = None,
+) -> npt.NDArray[np.float32]: ...
+def kaldi_mel_filterbank(
+    sr: float, n_fft: int, n_mels: int = 128, fmin: float = 0.0, fmax: float = 0.0
+) -> npt.NDArray[np.float32]: ...
+def stft(
+    signals: Any,
+    n_fft: int,
+    hop_length: int | None,
+    win_length: int | None,
+    window: Any,
+    center: bool,
+    pad_mode: str,
+    extent: int | None = None,
+    n_threads: int | None = None,
+) -> _Out: ...
+def spectrogram(
+    signals: Any,
+    n_fft: int,
+    hop_length: int | None,
+    win_length: int | None,
+    window: Any,
+    center: bool,
+    pad_mode: str,
+    power: float = 2.0,
+    extent: int | None = None,
+    n_threads: int | None = None,
+) -> _Out: ...
+def melspectrogram(
+    signals: Any,
+    sr: float,
+    n_fft: int,
+    hop_length: int | None,
+    win_length: int | None,
+    window: Any,
+    center: bool,
+    pad_mode: str,
+    power: float = 2.0,
+    n_mels: int = 128,
+    fmin: float = 0.0,
+    fmax: float | None = None,
+    htk: bool = False,
+    norm: str | float | None = None,
+    mel_basis: npt.NDArray[np.float32] | None = None,
+    to_db: bool = False,
+    db_ref: float | None = 1.0,
+    amin: float = 1e-10,
+    top_db: float | None = 80.0,
+    extent: int | None = None,
+    n_threads: int | None = None,
+) -> _Out: ...
+def ipd(
+    signals: Any,
+    sr: float,
+    n_fft: int,
+    hop_length: int | None,
+    win_length: int | None,
+    window: Any,
+    center: bool,
+    pad_mode: str,
+    n_mels: int = 128,
+    fmin: float = 0.0,
+    fmax: float | None = None,
+    htk: bool = False,
+    norm: str | float | None = None,
+    extent: int | None = None,
+    n_threads: int | None = None,
+) -> _Out: ...
+def bat(
+    signals: Any,
+    sr: float = 32000.0,
+    n_fft: int = 1024,
+    hop_length: int = 320,
+    n_mels: int = 128,
+    fmin: float = 50.0,
+    fmax: float = 14000.0,
+    amin: float = 1e-10,
+    loudness_dbfs: float | None = None,
+    extent: int | None = None,
+    n_threads: int | None = None,
+) -> _Out: ...
+def efficientat(
+    signals: Any,
+    sr: float = 32000.0,
+    n_fft: int = 1024,
+    win_length: int = 800,
+    hop_length: int = 320,
+    n_mels: int = 128,
+    fmin: float = 0.0,
+    fmax: float = 15000.0,
+    preemphasis: float = 0.97,
+    extent: int | None = None,
+    n_threads: int | None = None,
+) -> _Out: ...
+def to_db(
+    x: npt.NDArray[np.float32],
+    db_ref: float | None = 1.0,
+    amin: float = 1e-10,
+    top_db: float | None = 80.0,
+    amplitude: bool = False,
+    n_threads: int | None = None,
+) -> npt.NDArray[np.float32]: ...
