@@ -33,9 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import refimpl  # noqa: E402
-
-import agl_fast  # noqa: E402
+import agl_fast
+import refimpl
 
 SR = 32000
 
@@ -72,8 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clips", type=int, default=64)
     ap.add_argument("--quick", action="store_true", help="4 minutes of audio, 1 repeat")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--gate", action="store_true",
-                    help="fail unless bat >= 2x the transcription and logmel >= 2x librosa")
+    ap.add_argument(
+        "--gate",
+        action="store_true",
+        help="fail unless bat >= 2x the transcription and logmel >= 2x librosa",
+    )
     ap.add_argument("--gate-ratio", type=float, default=2.0)
     args = ap.parse_args(argv)
     minutes, repeat = (4.0, 1) if args.quick else (args.minutes, args.repeat)
@@ -105,17 +107,41 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[str, float] = {}
     limit_threads(1)
     for threads in (1, 2):
-        rows.append(("bat (stereo)", "agl-fast", threads,
-                     best_time(lambda t=threads: agl_fast.bat(stereo, n_threads=t), repeat)))
-        rows.append(("efficientat (mono)", "agl-fast", threads,
-                     best_time(lambda t=threads: agl_fast.efficientat(mono, n_threads=t), repeat)))
-        rows.append(("logmel (mono)", "agl-fast", threads, best_time(
-            lambda t=threads: agl_fast.logmel(mono, sr=SR, n_fft=1024, hop_length=320,
-                                              n_threads=t), repeat)))
-    rows.append(("bat (stereo)", "numpy/scipy transcription", 1,
-                 best_time(transcription_bat, repeat)))
-    rows.append(("efficientat (mono)", "numpy/scipy transcription", 1,
-                 best_time(numpy_efficientat, repeat)))
+        rows.append(
+            (
+                "bat (stereo)",
+                "agl-fast",
+                threads,
+                best_time(lambda t=threads: agl_fast.bat(stereo, n_threads=t), repeat),
+            )
+        )
+        rows.append(
+            (
+                "efficientat (mono)",
+                "agl-fast",
+                threads,
+                best_time(lambda t=threads: agl_fast.efficientat(mono, n_threads=t), repeat),
+            )
+        )
+        rows.append(
+            (
+                "logmel (mono)",
+                "agl-fast",
+                threads,
+                best_time(
+                    lambda t=threads: agl_fast.logmel(
+                        mono, sr=SR, n_fft=1024, hop_length=320, n_threads=t
+                    ),
+                    repeat,
+                ),
+            )
+        )
+    rows.append(
+        ("bat (stereo)", "numpy/scipy transcription", 1, best_time(transcription_bat, repeat))
+    )
+    rows.append(
+        ("efficientat (mono)", "numpy/scipy transcription", 1, best_time(numpy_efficientat, repeat))
+    )
     rows.append(("logmel (mono)", "librosa", 1, best_time(librosa_logmel, repeat)))
     try:
         import torch
@@ -124,16 +150,19 @@ def main(argv: list[str] | None = None) -> int:
         tw = torch.hann_window(1024)
 
         def torch_power() -> None:
-            torch.stft(tm, 1024, 320, window=tw, center=True, pad_mode="reflect",
-                       return_complex=True).abs().pow(2)
+            torch.stft(
+                tm, 1024, 320, window=tw, center=True, pad_mode="reflect", return_complex=True
+            ).abs().pow(2)
 
         rows.append(("logmel (mono)", "torch.stft power only", 1, best_time(torch_power, repeat)))
     except ImportError:
         pass
 
     ours1 = {w: t for (w, who, th, t) in rows if who == "agl-fast" and th == 1}
-    print(f"\n{seconds / 3600:.2f} h of 32 kHz audio as {args.clips} clips; "
-          f"{os.cpu_count()} CPUs; best of {repeat}\n")
+    print(
+        f"\n{seconds / 3600:.2f} h of 32 kHz audio as {args.clips} clips; "
+        f"{os.cpu_count()} CPUs; best of {repeat}\n"
+    )
     print("| workload | implementation | threads | x real time per core | agl-fast speed-up |")
     print("|---|---|---:|---:|---:|")
     for w, who, th, t in rows:
