@@ -78,9 +78,12 @@ unsafe impl<T: Send> Sync for SyncPtr<T> {}
 unsafe impl<T: Send> Send for SyncPtr<T> {}
 
 /// Frames per task so that there are several tasks per worker, but each is
-/// long enough to amortise scheduling.
+/// long enough to amortise scheduling. Always even: kernels that transform
+/// frames two at a time then always pair frame `2j` with `2j + 1`, whatever
+/// the thread count, so results do not depend on it.
 fn chunk_frames(total_frames: usize, threads: usize) -> usize {
-    (total_frames / (threads.max(1) * 8)).clamp(16, 256)
+    let c = (total_frames / (threads.max(1) * 8)).clamp(16, 256);
+    c + (c & 1)
 }
 
 /// Run a frame-wise kernel over a batch.

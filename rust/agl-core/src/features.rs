@@ -11,7 +11,7 @@ use crate::error::{check_finite, AglError, Result};
 use crate::fastmath::{db10_floor_inplace, ln_inplace};
 use crate::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
 use crate::parallel::{install, Cancel};
-use crate::stft::{check_signals, FftScratch, PadMode, Source, StftParams, StftPlan};
+use crate::stft::{check_signals, PadMode, PairFft, Source, StereoFft, StftParams, StftPlan};
 use crate::window::Window;
 
 /// A stereo item: left and right channels of equal length.
@@ -61,9 +61,9 @@ pub fn spectrogram_batch(
         extent,
         n_threads,
         cancel,
-        || FftScratch::new(params.n_fft),
+        || PairFft::new(params.n_fft),
         |s, item, t, row| {
-            plan.transform_frame(&Source::plain(items[item]), t, s);
+            s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
             for (o, &c) in row.iter_mut().zip(&s.spectrum[..nf]) {
                 *o = spec_power(c, power);
             }
@@ -112,9 +112,9 @@ pub fn melspectrogram_batch(
         extent,
         n_threads,
         cancel,
-        || (FftScratch::new(params.n_fft), vec![0f32; nf]),
+        || (PairFft::new(params.n_fft), vec![0f32; nf]),
         |(s, mag), item, t, row| {
-            plan.transform_frame(&Source::plain(items[item]), t, s);
+            s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
             for (o, &c) in mag.iter_mut().zip(&s.spectrum[..nf]) {
                 *o = spec_power(c, power);
             }
@@ -257,8 +257,7 @@ fn check_stereo(items: &[Stereo<'_>]) -> Result<()> {
 
 /// Binaural scratch: FFT buffers and per-bin arrays.
 struct BinScratch {
-    fft: FftScratch,
-    left: Vec<Complex32>,
+    fft: StereoFft,
     bins: [Vec<f32>; 4],
 }
 
@@ -266,8 +265,7 @@ impl BinScratch {
     fn new(n_fft: usize) -> Self {
         let nf = n_fft / 2 + 1;
         BinScratch {
-            fft: FftScratch::new(n_fft),
-            left: vec![Complex32::new(0.0, 0.0); nf],
+            fft: StereoFft::new(n_fft),
             bins: [vec![0.0; nf], vec![0.0; nf], vec![0.0; nf], vec![0.0; nf]],
         }
     }
@@ -275,12 +273,9 @@ impl BinScratch {
     /// Transform frame `t` of both channels and fill the four bin arrays
     /// (|L|, |R|, cos IPD, sin IPD).
     fn frame(&mut self, plan: &StftPlan, l: &Source<'_>, r: &Source<'_>, t: usize) {
-        let nf = self.left.len();
-        plan.transform_frame(l, t, &mut self.fft);
-        self.left.copy_from_slice(&self.fft.spectrum[..nf]);
-        plan.transform_frame(r, t, &mut self.fft);
+        self.fft.frame(plan, l, r, t);
         let [ml, mr, c, s] = &mut self.bins;
-        binaural_bins(&self.left, &self.fft.spectrum[..nf], ml, mr, c, s);
+        binaural_bins(&self.fft.left, &self.fft.right, ml, mr, c, s);
     }
 }
 
@@ -445,9 +440,8 @@ pub fn bat_batch(
                 gain: g,
             };
             s.frame(&plan, &src(l), &src(r), t);
-            for (c, out) in row.chunks_exact_mut(nm).enumerate() {
-                bank.apply(&s.bins[c], out);
-            }
+            let [a, b, c, d] = &s.bins;
+            bank.apply4([a, b, c, d], row);
             db10_floor_inplace(&mut row[..2 * nm], amin);
         },
     )
@@ -513,14 +507,14 @@ pub fn efficientat_batch(
         extent,
         n_threads,
         cancel,
-        || (FftScratch::new(cfg.stft.n_fft), vec![0f32; nf]),
+        || (PairFft::new(cfg.stft.n_fft), vec![0f32; nf]),
         |(s, pw), item, t, row| {
             let src = Source {
                 samples: items[item],
                 preemphasis: Some(coef),
                 gain: 1.0,
             };
-            plan.transform_frame(&src, t, s);
+            s.frame(&plan, &src, item, t, n_frames[item]);
             for (o, c) in pw.iter_mut().zip(&s.spectrum[..nf]) {
                 *o = c.re * c.re + c.im * c.im;
             }
