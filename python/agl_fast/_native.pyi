@@ -126,3 +126,33 @@ def to_db(
     amplitude: bool = False,
     n_threads: int | None = None,
 ) -> npt.NDArray[np.float32]: ...
+
+# --- geo --------------------------------------------------------------------
+def haversine(
+    lat1: npt.NDArray[np.float64],
+    lon1: npt.NDArray[np.float64],
+    lat2: npt.NDArray[np.float64],
+    lon2: npt.NDArray[np.float64],
+    radius: float = 6371.0088,
+    n_threads: int | None = None,
+) -> tuple[npt.NDArray[np.float64], int, int | None]: ...
+def geodesic(
+    lat1: npt.NDArray[np.float64],
+    lon1: npt.NDArray[np.float64],
+    lat2: npt.NDArray[np.float64],
+    lon2: npt.NDArray[np.float64],
+    a: float = 6378137.0,
+    f: float = ...,
+    n_threads: int | None = None,
+) -> tuple[npt.NDArray[np.float64], int, int | None]: ...
+def geoscore(
+    d: npt.NDArray[np.float64], scale: float = 1492.7, max_score: float = 5000.0
+) -> npt.NDArray[np.float64]: ...
+def geo_summary(
+    d: npt.NDArray[np.float64],
+    thresholds: list[float],
+    quantiles: list[float],
+    scale: float = 1492.7,
+    max_score: float = 5000.0,
+    n_threads: int | None = None,
+) -> tuple[int, int, float, float, npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...

@@ -7,6 +7,7 @@ pub mod batch;
 pub mod db;
 pub mod error;
 pub mod features;
+pub mod geo;
 pub mod mel;
 pub mod parallel;
 pub mod stft;
