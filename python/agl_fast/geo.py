@@ -146,8 +146,10 @@ def geodesic(
     d : np.ndarray [shape=(n,), dtype=float64]
         Distances in km.
     """
-    p = _pairs(lat1, lon1, lat2, lon2)
-    out = _native.geodesic(*p, a=float(a), f=float(f), n_threads=resolve_threads(n_threads))
+    x1, y1, x2, y2 = _pairs(lat1, lon1, lat2, lon2)
+    out = _native.geodesic(
+        x1, y1, x2, y2, a=float(a), f=float(f), n_threads=resolve_threads(n_threads)
+    )
     return _finish(out, on_invalid)
 
 

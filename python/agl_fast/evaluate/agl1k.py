@@ -126,7 +126,8 @@ def score_rows(joined: pd.DataFrame, aliases: dict[str, str] | None = None) -> p
     lat = np.array([parse_coordinate(v) for v in lat_raw], dtype=np.float64)
     lon = np.array([parse_coordinate(v) for v in lon_raw], dtype=np.float64)
     lat[np.abs(lat) > 90] = np.nan
-    lon = np.where(np.isfinite(lon), (lon + 180.0) % 360.0 - 180.0, np.nan)
+    with np.errstate(invalid="ignore"):
+        lon = np.where(np.isfinite(lon), (lon + 180.0) % 360.0 - 180.0, np.nan)
     d = geo.geodesic(
         joined["latitude"].to_numpy(np.float64),
         joined["longitude"].to_numpy(np.float64),

@@ -76,6 +76,9 @@ def table_metrics(scored: pd.DataFrame) -> dict[str, float]:
         out[f"{name}_distance_km"] = _nanmean(d[masks[name]])
     hs = scored["human_sounds"].to_numpy(np.float64)
     for label, col in CATEGORY_COLUMNS.items():
+        if col not in scored.columns:
+            out[f"distance_{label}_km"] = float("nan")
+            continue
         m = (scored[col].to_numpy(np.float64) >= SPEECH_THRESHOLD) & (hs < SPEECH_THRESHOLD)
         out[f"distance_{label}_km"] = _nanmean(d[m])
     return out

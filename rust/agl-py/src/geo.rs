@@ -72,7 +72,9 @@ pub fn geoscore<'py>(
     max_score: f64,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let x = slice(&d, "d")?;
-    let v = py.detach(|| geo::geoscore(x, scale, max_score)).map_err(to_py)?;
+    let v = py
+        .detach(|| geo::geoscore(x, scale, max_score))
+        .map_err(to_py)?;
     Ok(v.into_pyarray(py))
 }
 

@@ -92,7 +92,11 @@ fn ang_diff(x: f64, y: f64) -> (f64, f64) {
 /// Sine and cosine of an angle in degrees, exact at multiples of 90.
 fn sincosd(x: f64) -> (f64, f64) {
     let mut r = x % 360.0;
-    let q = if r.is_nan() { 0 } else { (r / 90.0).round() as i64 };
+    let q = if r.is_nan() {
+        0
+    } else {
+        (r / 90.0).round() as i64
+    };
     r -= 90.0 * q as f64;
     let (s, c) = r.to_radians().sin_cos();
     let (s, c) = match q.rem_euclid(4) {
@@ -517,7 +521,8 @@ impl Ellipsoid {
             let sig12 = (csig1 * ssig2 - ssig1 * csig2)
                 .max(0.0)
                 .atan2(csig1 * csig2 + ssig1 * ssig2);
-            let (s12x, m12x) = self.lengths(self.n, sig12, (ssig1, csig1, dn1), (ssig2, csig2, dn2));
+            let (s12x, m12x) =
+                self.lengths(self.n, sig12, (ssig1, csig1, dn1), (ssig2, csig2, dn2));
             let _ = salp1;
             if sig12 < 1.0 || m12x >= 0.0 {
                 if sig12 < 3.0 * tiny() || (sig12 < TOL0 && (s12x < 0.0 || m12x < 0.0)) {
@@ -544,10 +549,7 @@ impl Ellipsoid {
         loop {
             last = self.lambda12(p1, p2, salp1, calp1, slam12, clam12, numit < MAXIT1);
             let v = last.lam12;
-            if numit >= MAXIT2
-                || tripb
-                || !(v.abs() >= if tripn { 8.0 } else { 1.0 } * TOL0)
-            {
+            if numit >= MAXIT2 || tripb || !(v.abs() >= if tripn { 8.0 } else { 1.0 } * TOL0) {
                 break;
             }
             // Keep the bracket [alp1a, alp1b] around the root.
