@@ -155,18 +155,40 @@ def _bootstrap_draws(
     d = scored["distance_km"].to_numpy(np.float64)
     out: dict[str, list[npt.NDArray[np.float64]]] = {k: [] for k in HEADLINE}
     chunk = max(1, min(n_boot, int(2e7 // max(n, 1))))
+    order = np.argsort(d)  # NaN last
+    order = order[~np.isnan(d[order])]
+    d_sorted = d[order]
     for w in _resample_chunks(n, n_boot, seed, chunk):
         for k, (x, m) in cols.items():
             with np.errstate(invalid="ignore", divide="ignore"):
                 out[k].append((w @ x) / (w @ m))
-        # Quantiles: expand the weights into repeated values per resample.
-        for row in w:
-            vals = np.repeat(d, row.astype(np.int64))
-            vals = vals[~np.isnan(vals)]
-            qs = np.quantile(vals, QUANTILES) if len(vals) else [np.nan] * len(QUANTILES)
-            for q, v in zip(QUANTILES, qs, strict=False):
-                out[f"q{round(q * 100)}_km"].append(np.array([v]))
+        # Quantiles from the weighted sorted sample, linear interpolation.
+        for q, v in zip(
+            QUANTILES, _weighted_quantiles(d_sorted, w[:, order], QUANTILES), strict=True
+        ):
+            out[f"q{round(q * 100)}_km"].append(v)
     return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def _weighted_quantiles(
+    x_sorted: npt.NDArray[np.float64], w: npt.NDArray[np.float64], qs: tuple[float, ...]
+) -> list[npt.NDArray[np.float64]]:
+    """numpy-style linear quantiles of each resample (row of counts ``w``) of ``x_sorted``."""
+    b = w.shape[0]
+    if x_sorted.size == 0:
+        return [np.full(b, np.nan) for _ in qs]
+    cw = np.cumsum(w, axis=1)
+    total = cw[:, -1]
+    out = []
+    for q in qs:
+        pos = q * (total - 1)
+        lo = np.floor(pos)
+        frac = pos - lo
+        i_lo = np.minimum((cw <= lo[:, None]).sum(axis=1), x_sorted.size - 1)
+        i_hi = np.minimum((cw <= lo[:, None] + 1).sum(axis=1), x_sorted.size - 1)
+        v = x_sorted[i_lo] + frac * (x_sorted[i_hi] - x_sorted[i_lo])
+        out.append(np.where(total > 0, v, np.nan))
+    return out
 
 
 @dataclass(frozen=True)

@@ -253,9 +253,9 @@ impl Ellipsoid {
     fn c3(&self, eps: f64) -> [f64; ORDER] {
         let mut c = [0.0; ORDER];
         let mut mult = 1.0;
-        for l in 1..ORDER {
+        for (cl, coeffs) in c[1..].iter_mut().zip(&self.c3x) {
             mult *= eps;
-            c[l] = mult * poly(&self.c3x[l - 1], eps);
+            *cl = mult * poly(coeffs, eps);
         }
         c
     }
@@ -549,7 +549,11 @@ impl Ellipsoid {
         loop {
             last = self.lambda12(p1, p2, salp1, calp1, slam12, clam12, numit < MAXIT1);
             let v = last.lam12;
-            if numit >= MAXIT2 || tripb || !(v.abs() >= if tripn { 8.0 } else { 1.0 } * TOL0) {
+            if numit >= MAXIT2
+                || tripb
+                || v.is_nan()
+                || v.abs() < if tripn { 8.0 } else { 1.0 } * TOL0
+            {
                 break;
             }
             // Keep the bracket [alp1a, alp1b] around the root.
