@@ -214,7 +214,9 @@ def paired_bootstrap(
 
     Both frames are restricted to their common ``question_id`` values and the
     same resampled clips are used for both models. The two-sided p-value is
-    ``min(1, 2 * min(P(diff <= 0), P(diff >= 0)))`` over the resamples.
+    ``min(1, 2 * min(k_le + 1, k_ge + 1) / (B + 1))`` where ``k_le`` and
+    ``k_ge`` count the ``B`` resampled differences ``<= 0`` and ``>= 0``, so the
+    smallest reportable value is ``2 / (B + 1)``.
     """
     common = sorted(set(a["question_id"]) & set(b["question_id"]))
     aa = a.set_index("question_id").loc[common].reset_index()
@@ -229,7 +231,10 @@ def paired_bootstrap(
         if len(diff) == 0:
             res.append(PairedResult(k, len(common), np.nan, np.nan, np.nan, np.nan))
             continue
-        p = min(1.0, 2 * min(float(np.mean(diff <= 0)), float(np.mean(diff >= 0))))
+        b = len(diff)
+        lo_tail = (np.count_nonzero(diff <= 0) + 1) / (b + 1)
+        hi_tail = (np.count_nonzero(diff >= 0) + 1) / (b + 1)
+        p = min(1.0, 2 * min(lo_tail, hi_tail))
         res.append(
             PairedResult(
                 metric=k,

@@ -8,7 +8,7 @@
   the alias tables of :mod:`~agl_fast.evaluate.gazetteer` (English and local
   names, the ground-truth spellings such as ``Korea, Republic of``).
 * Continents of the truth are derived from its ISO country with the seven-
-  continent mapping of GeoNames (AF, AN, AS, EU, NA, OC, SA; Russia in EU,
+  continent mapping of GeoNames (AF, AN, AS, EU, NA, OC, SA; Russia and Cyprus in EU,
   Turkey in AS, Egypt in AF); predicted continents are parsed from their
   text (``Australia`` -> OC, ``X or Y`` -> wrong).
 * Truth rows named ``China`` whose coordinates lie in Taiwan, Hong Kong or
