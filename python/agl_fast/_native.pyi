@@ -133,7 +133,7 @@ def haversine(
     lon1: npt.NDArray[np.float64],
     lat2: npt.NDArray[np.float64],
     lon2: npt.NDArray[np.float64],
-    radius: float = 6371.0088,
+    radius: float = ...,
     n_threads: int | None = None,
 ) -> tuple[npt.NDArray[np.float64], int, int | None]: ...
 def geodesic(
@@ -146,13 +146,13 @@ def geodesic(
     n_threads: int | None = None,
 ) -> tuple[npt.NDArray[np.float64], int, int | None]: ...
 def geoscore(
-    d: npt.NDArray[np.float64], scale: float = 1492.7, max_score: float = 5000.0
+    d: npt.NDArray[np.float64], scale: float = ..., max_score: float = ...
 ) -> npt.NDArray[np.float64]: ...
 def geo_summary(
     d: npt.NDArray[np.float64],
     thresholds: list[float],
     quantiles: list[float],
-    scale: float = 1492.7,
-    max_score: float = 5000.0,
+    scale: float = ...,
+    max_score: float = ...,
     n_threads: int | None = None,
 ) -> tuple[int, int, float, float, npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
