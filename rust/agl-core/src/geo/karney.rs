@@ -285,6 +285,28 @@ impl Ellipsoid {
         (s12b, m12b)
     }
 
+    /// Reduced length `m12 / b` alone (eq. 41 with the C1 and C2 series
+    /// merged), the derivative Newton's method needs.
+    fn reduced_length(
+        &self,
+        eps: f64,
+        sig12: f64,
+        (ssig1, csig1, dn1): (f64, f64, f64),
+        (ssig2, csig2, dn2): (f64, f64, f64),
+    ) -> f64 {
+        let a1 = a1m1(eps);
+        let a2 = a2m1(eps);
+        let m0x = a1 - a2;
+        let (a1, a2) = (1.0 + a1, 1.0 + a2);
+        let c1a = c1(eps);
+        let mut c = c2(eps);
+        for (cl, c1l) in c.iter_mut().zip(&c1a) {
+            *cl = a1 * c1l - a2 * *cl;
+        }
+        let j12 = m0x * sig12 + (sin_series(ssig2, csig2, &c) - sin_series(ssig1, csig1, &c));
+        dn2 * (csig1 * ssig2) - dn1 * (ssig1 * csig2) - csig1 * csig2 * j12
+    }
+
     /// Solve the astroid equation (eq. 55) for its positive root.
     fn astroid(x: f64, y: f64) -> f64 {
         let p = x * x;
@@ -456,7 +478,7 @@ impl Ellipsoid {
         } else if calp2 == 0.0 {
             -2.0 * self.f1 * dn1 / sbet1
         } else {
-            let (_, m12b) = self.lengths(eps, sig12, (ssig1, csig1, dn1), (ssig2, csig2, dn2));
+            let m12b = self.reduced_length(eps, sig12, (ssig1, csig1, dn1), (ssig2, csig2, dn2));
             m12b * self.f1 / (calp2 * cbet2)
         };
         Lambda {
