@@ -31,6 +31,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (0: none)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--figures", action="store_true", help="also write PNG figures (matplotlib)")
     p.set_defaults(func=run)
     return p
 
@@ -42,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     truth = read_truth(args.truth)
     aliases = args.aliases or str(Path(args.truth).with_name("agl1k_country_aliases.tsv"))
     tables, log = [], {}
+    dists: dict[str, Any] = {}
+    confusions: dict[str, pd.DataFrame] = {}
     for path in args.pred:
         model = model_name(path)
         pred, rr = read_predictions(path)
@@ -49,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
         scored.insert(0, "model", model)
         scored.to_parquet(out / f"{model}.{args.mode}.rows.parquet", index=False)
         tables.append(tidy_metrics(model, scored, n_boot=args.n_boot, seed=args.seed))
-        continent_confusion(scored).to_csv(out / f"{model}.{args.mode}.confusion.csv")
+        confusions[model] = continent_confusion(scored)
+        confusions[model].to_csv(out / f"{model}.{args.mode}.confusion.csv")
+        dists[model] = scored["distance_km"].to_numpy()
         breakdown(scored, "true_country").to_csv(
             out / f"{model}.{args.mode}.by_country.csv", index=False
         )
@@ -59,5 +64,13 @@ def run(args: argparse.Namespace) -> int:
     tidy.to_csv(out / "metrics.csv", index=False)
     (out / "leaderboard.md").write_text(leaderboard(tidy), encoding="utf-8")
     (out / "report.json").write_text(json.dumps(log, indent=2, default=str), encoding="utf-8")
+    if args.figures:
+        from .figures import confusion_heatmap, error_cdfs
+
+        for model, conf in confusions.items():
+            confusion_heatmap(
+                conf, f"{model} ({args.mode})", out / f"{model}.{args.mode}.confusion.png"
+            )
+        error_cdfs(dists, f"distance error ({args.mode})", out / f"error_cdf.{args.mode}.png")
     print(leaderboard(tidy), end="")
     return 0
