@@ -73,7 +73,8 @@ pub fn haversine(lat1: f64, lon1: f64, lat2: f64, lon2: f64, radius: f64) -> f64
     let p1 = lat1.to_radians();
     let p2 = lat2.to_radians();
     let dp = (lat2 - lat1).to_radians();
-    let dl = wrap_lon(lon2 - lon1).to_radians();
+    // sin^2(dl / 2) has period 360 degrees: no wrapping needed.
+    let dl = (lon2 - lon1).to_radians();
     let sp = (0.5 * dp).sin();
     let sl = (0.5 * dl).sin();
     let h = (sp * sp + p1.cos() * p2.cos() * sl * sl).clamp(0.0, 1.0);
@@ -106,27 +107,28 @@ fn pairwise(
     check_lengths(lat1, lon1, lat2, lon2)?;
     let n = lat1.len();
     let mut km = vec![0.0f64; n];
-    install(n_threads, || {
+    // Each chunk reports its invalid count and first invalid index.
+    let per_chunk: Vec<(usize, Option<usize>)> = install(n_threads, || {
         km.par_chunks_mut(CHUNK)
             .enumerate()
-            .try_for_each(|(c, out)| {
+            .map(|(c, out)| {
                 cancel.check()?;
                 let s = c * CHUNK;
+                let (mut bad, mut first) = (0usize, None);
                 for (j, o) in out.iter_mut().enumerate() {
                     let i = s + j;
                     *o = f(lat1[i], lon1[i], lat2[i], lon2[i]);
+                    if !valid(lat1[i], lon1[i]) || !valid(lat2[i], lon2[i]) {
+                        bad += 1;
+                        first.get_or_insert(i);
+                    }
                 }
-                Ok::<(), AglError>(())
+                Ok((bad, first))
             })
+            .collect::<Result<Vec<_>>>()
     })??;
-    let mut n_invalid = 0;
-    let mut first_invalid = None;
-    for i in 0..n {
-        if !valid(lat1[i], lon1[i]) || !valid(lat2[i], lon2[i]) {
-            n_invalid += 1;
-            first_invalid.get_or_insert(i);
-        }
-    }
+    let n_invalid = per_chunk.iter().map(|c| c.0).sum();
+    let first_invalid = per_chunk.iter().find_map(|c| c.1);
     Ok(Distances {
         km,
         n_invalid,
