@@ -7,12 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from .metrics import breakdown, continent_confusion
-from .readers import model_name, read_predictions, read_truth
-from .report import leaderboard, tidy_metrics
-from .score import MODES, score
+# Kept free of heavy imports: the evaluation stack (pandas, ...) loads in run().
+MODES = ("agl1k", "strict")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -32,19 +28,26 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (0: none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--figures", action="store_true", help="also write PNG figures (matplotlib)")
-    p.set_defaults(func=run)
+    p.set_defaults(run=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     """Score every file; write metrics.parquet/csv, leaderboard.md, per-row scores."""
+    import pandas as pd
+
+    from .metrics import breakdown, continent_confusion
+    from .readers import model_name, read_predictions, read_truth
+    from .report import leaderboard, tidy_metrics
+    from .score import score
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     truth = read_truth(args.truth)
     aliases = args.aliases or str(Path(args.truth).with_name("agl1k_country_aliases.tsv"))
     tables, log = [], {}
     dists: dict[str, Any] = {}
-    confusions: dict[str, pd.DataFrame] = {}
+    confusions: dict[str, Any] = {}
     for path in args.pred:
         model = model_name(path)
         pred, rr = read_predictions(path)
