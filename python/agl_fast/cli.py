@@ -1,21 +1,46 @@
-"""The ``agl-fast`` command line: one subcommand per task."""
+"""The ``agl-fast`` command line.
+
+Subcommands register themselves here; each family keeps its logic in its own
+module (``add_parser(subparsers)`` and ``run(args) -> int``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
-from .evaluate import cli as evaluate_cli
+from . import __version__, _features_cli
+from .evaluate import cli as _evaluate_cli
+
+_COMMANDS = [_features_cli, _evaluate_cli]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``agl-fast``."""
-    parser = argparse.ArgumentParser(prog="agl-fast")
-    sub = parser.add_subparsers(dest="command", required=True)
-    evaluate_cli.add_parser(sub)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agl-fast",
+        description="Audio geo-localization and spatial-audio toolkit (Rust-accelerated).",
+    )
+    parser.add_argument("--version", action="version", version=f"agl-fast {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in _COMMANDS:
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agl-fast`` script; returns the exit status."""
+    parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
