@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from _shared_agl1k import agl1k_dir
 from agl_fast import evaluate as ev
 
 # Printed in the paper (Table 1 and Table 2) for Qwen2.5-Omni.
@@ -31,8 +30,8 @@ PUBLISHED = {
 
 
 @pytest.fixture(scope="module")
-def qwen_metrics():
-    d = agl1k_dir()
+def qwen_metrics(shared_dir):
+    d = shared_dir / "agl1k"
     truth = ev.read_truth(d / "geoLocalization_schema.csv")
     pred, report = ev.read_predictions(d / "qwen25-omni_seed_42_progress_fixed.json")
     assert report.n_rows == 1442
@@ -46,8 +45,8 @@ def test_published_figure(qwen_metrics, metric):
     assert round(qwen_metrics[metric], 2) == PUBLISHED[metric]
 
 
-def test_truth_header_defect_repaired():
-    truth = ev.read_truth(agl1k_dir() / "geoLocalization_schema.csv")
+def test_truth_header_defect_repaired(shared_dir):
+    truth = ev.read_truth(shared_dir / "agl1k" / "geoLocalization_schema.csv")
     assert len(truth) == 1444
     assert {"channel", "environment_and_background"} <= set(truth.columns)
     assert truth["source_ambiguous_sounds"].notna().all()

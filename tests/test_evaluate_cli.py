@@ -7,7 +7,6 @@ import json
 
 import pandas as pd
 
-from _shared_agl1k import agl1k_dir
 from agl_fast import evaluate as ev
 from agl_fast.cli import main
 
@@ -27,8 +26,8 @@ def test_progress_csv_with_escaped_newlines_and_parquet(tmp_path):
     pd.testing.assert_frame_equal(back, df)
 
 
-def test_cli_agl1k_on_shared_files(tmp_path, capsys):
-    d = agl1k_dir()
+def test_cli_agl1k_on_shared_files(tmp_path, capsys, shared_dir):
+    d = shared_dir / "agl1k"
     files = [
         d / "qwen25-omni_seed_42_progress_fixed.json",
         d / "gemini-3-pro-preview_seed_42_ABCD.jsonl",
