@@ -11,6 +11,10 @@ __all__ = [
     "bat",
     "default_threads",
     "efficientat",
+    "geo_summary",
+    "geodesic",
+    "geoscore",
+    "haversine",
     "ipd",
     "kaldi_mel_filterbank",
     "mel_filterbank",
@@ -139,3 +143,33 @@ def to_db(
     amplitude: bool = False,
     n_threads: int | None = None,
 ) -> npt.NDArray[np.float32]: ...
+
+# --- geo --------------------------------------------------------------------
+def haversine(
+    lat1: npt.NDArray[np.float64],
+    lon1: npt.NDArray[np.float64],
+    lat2: npt.NDArray[np.float64],
+    lon2: npt.NDArray[np.float64],
+    radius: float = ...,
+    n_threads: int | None = None,
+) -> tuple[npt.NDArray[np.float64], int, int | None]: ...
+def geodesic(
+    lat1: npt.NDArray[np.float64],
+    lon1: npt.NDArray[np.float64],
+    lat2: npt.NDArray[np.float64],
+    lon2: npt.NDArray[np.float64],
+    a: float = 6378137.0,
+    f: float = ...,
+    n_threads: int | None = None,
+) -> tuple[npt.NDArray[np.float64], int, int | None]: ...
+def geoscore(
+    d: npt.NDArray[np.float64], scale: float = ..., max_score: float = ...
+) -> npt.NDArray[np.float64]: ...
+def geo_summary(
+    d: npt.NDArray[np.float64],
+    thresholds: list[float],
+    quantiles: list[float],
+    scale: float = ...,
+    max_score: float = ...,
+    n_threads: int | None = None,
+) -> tuple[int, int, float, float, npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...

@@ -11,8 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__, _features_cli
+from .evaluate import cli as _evaluate_cli
 
-_COMMANDS = [_features_cli]
+_COMMANDS = [_features_cli, _evaluate_cli]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ pub mod db;
 pub mod error;
 pub mod fastmath;
 pub mod features;
+pub mod geo;
 pub mod mel;
 pub mod parallel;
 pub mod stft;

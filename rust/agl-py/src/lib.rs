@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 mod errors;
 mod features;
 mod gateway;
+mod geo;
 mod input;
 
 /// Threads used when a call passes none (`AGL_FAST_NUM_THREADS` or the CPU
@@ -32,5 +33,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(features::bat, m)?)?;
     m.add_function(wrap_pyfunction!(features::efficientat, m)?)?;
     m.add_function(wrap_pyfunction!(features::to_db, m)?)?;
+    m.add_function(wrap_pyfunction!(geo::haversine, m)?)?;
+    m.add_function(wrap_pyfunction!(geo::geodesic, m)?)?;
+    m.add_function(wrap_pyfunction!(geo::geoscore, m)?)?;
+    m.add_function(wrap_pyfunction!(geo::geo_summary, m)?)?;
     Ok(())
 }

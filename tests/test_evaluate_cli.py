@@ -1,0 +1,61 @@
+"""Readers of every prediction format and the ``evaluate`` subcommand."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pandas as pd
+
+from agl_fast import evaluate as ev
+from agl_fast.cli import main
+
+
+def test_progress_csv_with_escaped_newlines_and_parquet(tmp_path):
+    p = tmp_path / "m_seed_42_progress.csv"
+    with p.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["question_id", "predicted_latitude", "predicted_longitude", "model_output"])
+        w.writerow(["k1", "48.85", "2.35", 'line one\\n```json\\n{"city": "Paris"}\\n```'])
+    df, rr = ev.read_predictions(p)
+    assert rr.format == "csv" and df["model_output"][0].count("\n") == 3
+    assert ev.model_name(p) == "m"
+    q = tmp_path / "m.parquet"
+    df.to_parquet(q)
+    back, _ = ev.read_predictions(q)
+    pd.testing.assert_frame_equal(back, df)
+
+
+def test_cli_agl1k_on_shared_files(tmp_path, capsys, shared_dir):
+    d = shared_dir / "agl1k"
+    files = [
+        d / "qwen25-omni_seed_42_progress_fixed.json",
+        d / "gemini-3-pro-preview_seed_42_ABCD.jsonl",
+    ]
+    rc = main(
+        [
+            "evaluate",
+            *map(str, files),
+            "--truth",
+            str(d / "geoLocalization_schema.csv"),
+            "--mode",
+            "agl1k",
+            "--out",
+            str(tmp_path),
+            "--n-boot",
+            "50",
+            "--figures",
+        ]
+    )
+    assert rc == 0
+    tidy = pd.read_parquet(tmp_path / "metrics.parquet")
+    assert list(tidy.columns) == ["model", "mode", "subset", "metric", "value", "ci_low", "ci_high"]
+    row = tidy[(tidy.model == "qwen25-omni") & (tidy.subset == "all") & (tidy.metric == "geoscore")]
+    assert round(float(row["value"].iloc[0]), 2) == 1317.74
+    assert float(row["ci_low"].iloc[0]) < 1317.74 < float(row["ci_high"].iloc[0])
+    assert "qwen25-omni | agl1k | 1317.74" in (tmp_path / "leaderboard.md").read_text()
+    log = json.loads((tmp_path / "report.json").read_text())
+    assert log["gemini-3-pro-preview"]["join"]["n_scored"] == 263
+    assert "1317.74" in capsys.readouterr().out
+    for png in ("error_cdf.agl1k.png", "qwen25-omni.agl1k.confusion.png"):
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
