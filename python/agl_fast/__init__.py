@@ -14,6 +14,7 @@ from __future__ import annotations
 from . import exceptions
 from ._config import get_num_threads, set_num_threads
 from ._native import __version__
+from .audio import load, load_many, resample
 from .features import (
     amplitude_to_db,
     ipd_features,
@@ -38,6 +39,8 @@ __all__ = [
     "get_num_threads",
     "ipd_features",
     "kaldi_mel_filterbank",
+    "load",
+    "load_many",
     "librosa_logmel",
     "logmel",
     "mel_filterbank",
@@ -45,6 +48,7 @@ __all__ = [
     "n_frames",
     "power_to_db",
     "preset",
+    "resample",
     "set_num_threads",
     "spectrogram",
     "stft",

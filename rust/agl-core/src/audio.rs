@@ -325,6 +325,9 @@ fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decode
         None => plain,
     };
     debug_assert_eq!(channels.len(), n_out_ch);
+    for c in &channels {
+        crate::error::check_finite(c, &format!("the decoded audio of {}", path.display()))?;
+    }
     Ok(Decoded {
         channels,
         sr: p.sr.unwrap_or(source_sr),

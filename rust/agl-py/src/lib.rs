@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+mod audio;
 mod errors;
 mod features;
 mod gateway;
@@ -29,5 +30,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(features::bat, m)?)?;
     m.add_function(wrap_pyfunction!(features::efficientat, m)?)?;
     m.add_function(wrap_pyfunction!(features::to_db, m)?)?;
+    m.add_function(wrap_pyfunction!(audio::load, m)?)?;
+    m.add_function(wrap_pyfunction!(audio::load_many, m)?)?;
+    m.add_function(wrap_pyfunction!(audio::resample_array, m)?)?;
     Ok(())
 }
