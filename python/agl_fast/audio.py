@@ -92,9 +92,14 @@ def load(
     (2, 320000)
     """
     y, out_sr, _, _, _ = _native.load(
-        os.fspath(path), sr=sr, mono=mono, channel=channel, offset=float(offset),
+        os.fspath(path),
+        sr=sr,
+        mono=mono,
+        channel=channel,
+        offset=float(offset),
         duration=None if duration is None else float(duration),
-        max_duration=None if max_duration is None else float(max_duration), res_type=res_type,
+        max_duration=None if max_duration is None else float(max_duration),
+        res_type=res_type,
     )
     if y.shape[0] == 1:
         y = y[0]
@@ -149,9 +154,14 @@ def load_many(
             f"keys must have one entry per path, got {len(keys)} keys for {len(str_paths)} paths"
         )
     data, chans, frames, srs, src_srs, src_chs, trunc, kinds, msgs = _native.load_many(
-        str_paths, sr=sr, mono=mono, channel=channel, offset=float(offset),
+        str_paths,
+        sr=sr,
+        mono=mono,
+        channel=channel,
+        offset=float(offset),
         duration=None if duration is None else float(duration),
-        max_duration=None if max_duration is None else float(max_duration), res_type=res_type,
+        max_duration=None if max_duration is None else float(max_duration),
+        res_type=res_type,
         n_threads=resolve_threads(n_threads),
     )
     failed = np.array([k is not None for k in kinds], dtype=bool)
@@ -177,20 +187,22 @@ def load_many(
     def col(v: Any, t: pa.DataType) -> pa.Array:
         return pa.array(np.asarray(v), t, mask=failed)
 
-    return pa.table({
-        "key": pa.array(list(keys), pa.string()),
-        "path": pa.array(str_paths, pa.string()),
-        "samples": samples,
-        "sr": col(srs, pa.int32()),
-        "channels": col(chans, pa.int32()),
-        "frames": col(frames_i, pa.int64()),
-        "duration": col(dur, pa.float64()),
-        "source_sr": col(src_srs, pa.int32()),
-        "source_channels": col(src_chs, pa.int32()),
-        "truncated": col(trunc, pa.bool_()),
-        "error_type": pa.array(kinds, pa.string()),
-        "error_message": pa.array(msgs, pa.string()),
-    })
+    return pa.table(
+        {
+            "key": pa.array(list(keys), pa.string()),
+            "path": pa.array(str_paths, pa.string()),
+            "samples": samples,
+            "sr": col(srs, pa.int32()),
+            "channels": col(chans, pa.int32()),
+            "frames": col(frames_i, pa.int64()),
+            "duration": col(dur, pa.float64()),
+            "source_sr": col(src_srs, pa.int32()),
+            "source_channels": col(src_chs, pa.int32()),
+            "truncated": col(trunc, pa.bool_()),
+            "error_type": pa.array(kinds, pa.string()),
+            "error_message": pa.array(msgs, pa.string()),
+        }
+    )
 
 
 def resample(y: Any, *, orig_sr: int, target_sr: int, res_type: str = "hq") -> np.ndarray:
