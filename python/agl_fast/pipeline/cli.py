@@ -112,8 +112,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"agl-fast curate: {exc}", file=sys.stderr)
         return 2
     finally:
-        if tmp is not None and args.out is None:
-            _show_demo(Path(out))
+        if tmp is not None:
+            if not args.quiet:
+                _show_demo(Path(out))
             tmp.cleanup()
     if not args.quiet:
         where = {"out": out} if args.out else {}
