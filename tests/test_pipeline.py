@@ -146,8 +146,12 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
 def test_cli_demo_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["curate", "--demo", "--quiet", "--out", str(tmp_path / "d")]) == 0
     t = pq.read_table(tmp_path / "d" / "curated.parquet")
-    kinds = {k: e for k, e in zip(t.column("key").to_pylist(),
-                                  t.column("error_type").to_pylist(), strict=True)}
+    kinds = {
+        k: e
+        for k, e in zip(
+            t.column("key").to_pylist(), t.column("error_type").to_pylist(), strict=True
+        )
+    }
     assert kinds["bad/nan.wav"] == "NonFiniteError"
     assert kinds["bad/empty.wav"] == "AudioDecodeError"
     assert sum(e is None for e in kinds.values()) >= 8
@@ -172,8 +176,11 @@ def test_agl1k_manifest(tmp_path: Path) -> None:
     assert len(inputs.keys) == 1444
     keep = {"aporee_26839_30948", "aporee_5201_6631", "aporee_43130_49161"}
     idx = [i for i, k in enumerate(inputs.keys) if k in keep]
-    sub = type(inputs)([inputs.keys[i] for i in idx], [inputs.paths[i] for i in idx],
-                       {c: [v[i] for i in idx] for c, v in inputs.extra.items()})
+    sub = type(inputs)(
+        [inputs.keys[i] for i in idx],
+        [inputs.paths[i] for i in idx],
+        {c: [v[i] for i in idx] for c, v in inputs.extra.items()},
+    )
     curate(sub, tmp_path / "o", CurateConfig(sr=16000, mono=True, workers=2))
     rows = {r["key"]: r for r in pq.read_table(tmp_path / "o" / "curated.parquet").to_pylist()}
     assert rows["aporee_26839_30948"]["duration"] == pytest.approx(128.1, abs=0.05)

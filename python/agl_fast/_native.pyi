@@ -132,7 +132,7 @@ def to_db(
 # --- audio ----------------------------------------------------------------
 def load(
     path: str | os.PathLike[str],
-    sr: int | None = 32000,
+    sr: int | None = ...,
     mono: bool = False,
     channel: int | None = None,
     offset: float = 0.0,
@@ -142,7 +142,7 @@ def load(
 ) -> tuple[npt.NDArray[np.float32], int, int, int, bool]: ...
 def load_many(
     paths: Sequence[str | os.PathLike[str]],
-    sr: int | None = 32000,
+    sr: int | None = ...,
     mono: bool = False,
     channel: int | None = None,
     offset: float = 0.0,

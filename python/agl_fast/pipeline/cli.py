@@ -36,13 +36,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--features", choices=["bat", "efficientat", "none"], default="none")
     p.add_argument("--workers", type=int, default=None, help="decoding threads")
     p.add_argument("--batch-size", type=int, default=8, help="files in memory at once")
-    p.add_argument("--max-duration", type=float, default=600.0,
-                   help="seconds decoded per file at most (longer files are flagged truncated)")
+    p.add_argument(
+        "--max-duration",
+        type=float,
+        default=600.0,
+        help="seconds decoded per file at most (longer files are flagged truncated)",
+    )
     p.add_argument("--res-type", choices=["fast", "hq", "vhq"], default="hq")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--demo", action="store_true",
-                   help="synthesise a small corpus (with bad files) and curate it")
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="synthesise a small corpus (with bad files) and curate it",
+    )
     return p
 
 
@@ -99,9 +106,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         inputs = _inputs(args, demo_dir)
         cfg = CurateConfig(
-            sr=args.sr, mono=args.mono, features=args.features, workers=args.workers,
-            batch_size=args.batch_size, max_duration=args.max_duration,
-            res_type=args.res_type, resume=args.resume,
+            sr=args.sr,
+            mono=args.mono,
+            features=args.features,
+            workers=args.workers,
+            batch_size=args.batch_size,
+            max_duration=args.max_duration,
+            res_type=args.res_type,
+            resume=args.resume,
         )
         bar = _Progress(len(inputs.keys), args.quiet)
         try:
@@ -128,12 +140,14 @@ def _show_demo(out: Path) -> None:
     path = out / "curated.parquet"
     if not path.exists():
         return
-    t = pq.read_table(path, columns=["key", "duration", "channels", "rms_dbfs", "passed",
-                                     "error_type"])
+    t = pq.read_table(
+        path, columns=["key", "duration", "channels", "rms_dbfs", "passed", "error_type"]
+    )
     print(f"{'key':28} {'dur s':>6} {'ch':>3} {'rms dBFS':>9} {'passed':>6}  error")
     for r in t.to_pylist():
         dur = "" if r["duration"] is None else f"{r['duration']:.2f}"
         ch = "" if r["channels"] is None else str(r["channels"])
         rms = "" if r["rms_dbfs"] is None else f"{r['rms_dbfs']:.1f}"
-        print(f"{r['key']:28} {dur:>6} {ch:>3} {rms:>9} {r['passed']!s:>6}  "
-              f"{r['error_type'] or ''}")
+        print(
+            f"{r['key']:28} {dur:>6} {ch:>3} {rms:>9} {r['passed']!s:>6}  {r['error_type'] or ''}"
+        )

@@ -25,7 +25,7 @@ def _write_wav16(path: Path, y: np.ndarray, sr: int) -> None:
 
 def _write_float_wav(path: Path, y: np.ndarray, sr: int) -> None:
     """Write ``y`` ``[channels, n]`` as 32-bit float WAV (format tag 3)."""
-    ch, n = y.shape
+    ch = y.shape[0]
     data = np.ascontiguousarray(y.T, dtype="<f4").tobytes()
     fmt = struct.pack("<HHIIHH", 3, ch, sr, sr * ch * 4, ch * 4, 32)
     body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt

@@ -94,8 +94,10 @@ def read_manifest(path: str | Path, audio_dir: str | Path | None = None) -> Inpu
     path = Path(path)
     if path.suffix.lower() in (".parquet", ".pq"):
         t = pq.read_table(path)
-        cols = {n: [None if v is None else str(v) for v in t.column(n).to_pylist()]
-                for n in t.column_names}
+        cols = {
+            n: [None if v is None else str(v) for v in t.column(n).to_pylist()]
+            for n in t.column_names
+        }
     else:
         header, body = _read_csv(path)
         cols = {n: [r[i] if i < len(r) else None for r in body] for i, n in enumerate(header)}

@@ -55,8 +55,21 @@ class CurateConfig:
     extra_stages: list[str] = field(default_factory=list)
 
 
-_BASE = ["key", "path", "duration", "sr", "channels", "frames", "source_sr", "source_channels",
-         "truncated", "passed", "error_type", "error_message", "stage_error"]
+_BASE = [
+    "key",
+    "path",
+    "duration",
+    "sr",
+    "channels",
+    "frames",
+    "source_sr",
+    "source_channels",
+    "truncated",
+    "passed",
+    "error_type",
+    "error_message",
+    "stage_error",
+]
 
 
 def _part_files(out: Path) -> list[Path]:
@@ -88,12 +101,21 @@ def _prepare_out(out: Path, resume: bool) -> tuple[set[str], int]:
 
 
 def _process_batch(
-    keys: list[str], paths: list[str], batch_id: int, cfg: CurateConfig,
-    stages: Sequence[Stage], inputs: Inputs,
+    keys: list[str],
+    paths: list[str],
+    batch_id: int,
+    cfg: CurateConfig,
+    stages: Sequence[Stage],
+    inputs: Inputs,
 ) -> pa.Table:
     t = load_many(
-        paths, keys=keys, sr=cfg.sr, mono=cfg.mono, max_duration=cfg.max_duration,
-        res_type=cfg.res_type, n_threads=cfg.workers,
+        paths,
+        keys=keys,
+        sr=cfg.sr,
+        mono=cfg.mono,
+        max_duration=cfg.max_duration,
+        res_type=cfg.res_type,
+        n_threads=cfg.workers,
     )
     ok = [i for i, e in enumerate(t.column("error_type").to_pylist()) if e is None]
     samples = t.column("samples")
@@ -193,8 +215,14 @@ def curate(
     return summary
 
 
-def _summary(final: pa.Table, cfg: CurateConfig, stages: Sequence[Stage], wall: float,
-             processed: int, audio_s: float) -> dict[str, Any]:
+def _summary(
+    final: pa.Table,
+    cfg: CurateConfig,
+    stages: Sequence[Stage],
+    wall: float,
+    processed: int,
+    audio_s: float,
+) -> dict[str, Any]:
     errors = Counter(e for e in final.column("error_type").to_pylist() if e is not None)
     total_audio = float(np.nansum(final.column("duration").to_numpy(zero_copy_only=False)))
     return {

@@ -76,9 +76,16 @@ impl DecodeParams {
             }
         }
         if !(self.offset.is_finite() && self.offset >= 0.0) {
-            return Err(AglError::param("offset", self.offset, "must be >= 0 seconds"));
+            return Err(AglError::param(
+                "offset",
+                self.offset,
+                "must be >= 0 seconds",
+            ));
         }
-        for (name, v) in [("duration", self.duration), ("max_duration", self.max_duration)] {
+        for (name, v) in [
+            ("duration", self.duration),
+            ("max_duration", self.max_duration),
+        ] {
             if let Some(d) = v {
                 if !(d.is_finite() && d >= 0.0) {
                     return Err(AglError::param(name, d, "must be >= 0 seconds or None"));
@@ -169,14 +176,18 @@ fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decode
     let tb = cp.time_base;
     let ts_to_frame = |ts: u64| -> u64 {
         match tb {
-            Some(tb) => (ts as u128 * tb.numer as u128 * source_sr as u128 / tb.denom as u128) as u64,
+            Some(tb) => {
+                (ts as u128 * tb.numer as u128 * source_sr as u128 / tb.denom as u128) as u64
+            }
             None => ts,
         }
     };
 
     let start = (p.offset * source_sr as f64).round() as u64;
     let want = p.duration.map(|d| (d * source_sr as f64).round() as u64);
-    let cap = p.max_duration.map(|d| (d * source_sr as f64).round() as u64);
+    let cap = p
+        .max_duration
+        .map(|d| (d * source_sr as f64).round() as u64);
     let (limit, capped) = match (want, cap) {
         (Some(w), Some(c)) if c < w => (Some(c), true),
         (Some(w), _) => (Some(w), false),
@@ -255,7 +266,10 @@ fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decode
                 out = Some(r);
             }
         } else if ch != src_ch {
-            return Err(dec_err(path, format!("channel count changed from {src_ch} to {ch}")));
+            return Err(dec_err(
+                path,
+                format!("channel count changed from {src_ch} to {ch}"),
+            ));
         }
         let need = frames as u64 * ch as u64;
         if sbuf.as_ref().map_or(true, |s| (s.capacity() as u64) < need) {
@@ -394,7 +408,9 @@ mod tests {
     #[test]
     fn wav_stereo_exact_and_channel_modes() {
         let path = tmp("st.wav");
-        let inter: Vec<i16> = (0..2000).map(|i| if i % 2 == 0 { 1000 } else { -3000 }).collect();
+        let inter: Vec<i16> = (0..2000)
+            .map(|i| if i % 2 == 0 { 1000 } else { -3000 })
+            .collect();
         write_wav(&path, 16000, 2, &inter);
         let mut p = DecodeParams {
             sr: None,

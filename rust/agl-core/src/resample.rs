@@ -276,9 +276,9 @@ impl Resampler {
     /// Flush the tail (zeros past the end) and return the output channels.
     pub fn finish(mut self) -> Vec<Vec<f32>> {
         let end = self.k.out_len(self.total_in);
-        let need = (self.k.half + 1) as usize;
+        let need = self.k.half + 1;
         for b in &mut self.buf {
-            b.extend(std::iter::repeat_n(0f32, need));
+            b.resize(b.len() + need, 0.0);
         }
         self.produce_until(end);
         self.out
@@ -310,15 +310,24 @@ impl Resampler {
         let (up, down, half) = (self.k.up, self.k.down, self.k.half as i64);
         let taps = self.k.taps();
         let k = &self.k;
+        if end <= self.next_out {
+            return;
+        }
+        let num = self.next_out as u128 * down as u128;
+        let (n0_first, frac_first) = ((num / up as u128) as i64, (num % up as u128) as u64);
+        let (step_n, step_f) = ((down / up) as i64, down % up);
         for (b, o) in self.buf.iter().zip(self.out.iter_mut()) {
-            let mut idx = self.next_out;
-            while idx < end {
-                let num = idx as u128 * down as u128;
-                let n0 = (num / up as u128) as i64;
-                let frac = (num % up as u128) as u64;
+            // Walk the phase incrementally: n0 + frac/L advances by M/L.
+            let (mut n0, mut frac) = (n0_first, frac_first);
+            for _ in self.next_out..end {
                 let start = (n0 - half + 1 - self.buf_start) as usize;
                 o.push(k.apply(frac, &b[start..start + taps], &mut self.scratch));
-                idx += 1;
+                n0 += step_n;
+                frac += step_f;
+                if frac >= up {
+                    frac -= up;
+                    n0 += 1;
+                }
             }
         }
         self.next_out = self.next_out.max(end);
@@ -326,7 +335,12 @@ impl Resampler {
 }
 
 /// Resample whole planar channels in one call.
-pub fn resample(channels: &[&[f32]], in_sr: u32, out_sr: u32, quality: Quality) -> Result<Vec<Vec<f32>>> {
+pub fn resample(
+    channels: &[&[f32]],
+    in_sr: u32,
+    out_sr: u32,
+    quality: Quality,
+) -> Result<Vec<Vec<f32>>> {
     if in_sr == out_sr {
         return Ok(channels.iter().map(|c| c.to_vec()).collect());
     }
@@ -347,7 +361,12 @@ mod tests {
 
     #[test]
     fn lengths_follow_ceil_rule() {
-        for &(a, b, n) in &[(44100, 32000, 1), (44100, 32000, 44101), (8000, 32000, 7), (48000, 32000, 10)] {
+        for &(a, b, n) in &[
+            (44100, 32000, 1),
+            (44100, 32000, 44101),
+            (8000, 32000, 7),
+            (48000, 32000, 10),
+        ] {
             let x = vec![0.1f32; n];
             let y = resample(&[&x], a, b, Quality::High).unwrap();
             assert_eq!(y[0].len() as u64, (n as u64 * b as u64).div_ceil(a as u64));
