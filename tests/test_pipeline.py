@@ -17,7 +17,7 @@ import soundfile as sf
 
 from agl_fast.cli import main
 from agl_fast.exceptions import ParameterError
-from agl_fast.pipeline import CurateConfig, curate, discover, read_manifest
+from agl_fast.pipeline import Clips, CurateConfig, curate, discover, read_manifest
 
 from ._shared import AGL1K, MP3S
 
@@ -188,3 +188,34 @@ def test_agl1k_manifest(tmp_path: Path) -> None:
     assert isinstance(rows["aporee_5201_6631"]["latitude"], float)
     missing = [r for r in rows.values() if r["error_type"] is not None]
     assert all(r["error_type"] == "AudioDecodeError" for r in missing)
+
+
+class _Loudest:
+    """A tagging-like stage: one label per clip."""
+
+    name = "loudest_channel"
+
+    def __call__(self, clips: Clips) -> dict[str, list[int]]:
+        return {"loudest_channel": [int(np.argmax(np.abs(y).max(axis=1))) for y in clips.audio]}
+
+
+class _Broken:
+    name = "broken"
+
+    def __call__(self, clips: Clips) -> dict[str, list[int]]:
+        raise RuntimeError("model file missing")
+
+
+def test_custom_stages_add_columns_or_record_errors(tmp_path: Path) -> None:
+    d = tmp_path / "in"
+    d.mkdir()
+    y = _tone(16000, 0.5, 2, 0)
+    y[:, 0] *= 0.1
+    sf.write(d / "a.wav", y, 16000)
+    (d / "b.wav").write_bytes(b"")
+    curate(discover(str(d)), tmp_path / "o", CurateConfig(sr=16000), stages=[_Loudest(), _Broken()])
+    rows = {r["key"]: r for r in pq.read_table(tmp_path / "o" / "curated.parquet").to_pylist()}
+    assert rows["a.wav"]["loudest_channel"] == 1
+    assert rows["b.wav"]["loudest_channel"] is None
+    assert rows["a.wav"]["stage_error"] == "broken: RuntimeError: model file missing"
+    assert rows["b.wav"]["stage_error"] is None

@@ -22,7 +22,7 @@ import platform
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,6 @@ class CurateConfig:
     max_duration: float | None = 600.0
     res_type: str = "hq"
     resume: bool = False
-    extra_stages: list[str] = field(default_factory=list)
 
 
 _BASE = [
@@ -163,6 +162,7 @@ def curate(
     out: str | Path,
     cfg: CurateConfig | None = None,
     *,
+    stages: Sequence[Stage] = (),
     progress: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline over ``inputs`` into ``out``; return the summary.
@@ -176,6 +176,8 @@ def curate(
         Output directory (see the module notes for its layout).
     cfg : CurateConfig
         Run parameters.
+    stages : sequence of Stage
+        Extra stages (e.g. tagging), run after the built-in ones.
     progress : callable or None
         Called after each batch with ``(files_done, audio_seconds_done)``.
     """
@@ -184,9 +186,10 @@ def curate(
         raise ParameterError(f"batch_size must be >= 1, got batch_size={cfg.batch_size}")
     out = Path(out)
     done, next_batch = _prepare_out(out, cfg.resume)
-    stages: list[Stage] = [levels_stage, *_registered()]
+    run_stages: list[Stage] = [levels_stage, *_registered()]
     if cfg.features != "none":
-        stages.append(FeatureStage(cfg.features, out / "features", cfg.workers))
+        run_stages.append(FeatureStage(cfg.features, out / "features", cfg.workers))
+    run_stages.extend(stages)
     todo = [i for i, k in enumerate(inputs.keys) if k not in done]
     t0 = time.perf_counter()
     audio_s = 0.0
@@ -194,7 +197,7 @@ def curate(
         idx = todo[start : start + cfg.batch_size]
         keys = [inputs.keys[i] for i in idx]
         paths = [inputs.paths[i] for i in idx]
-        table = _process_batch(keys, paths, next_batch, cfg, stages, inputs)
+        table = _process_batch(keys, paths, next_batch, cfg, run_stages, inputs)
         atomic_write_parquet(table, out / "parts" / f"part-{next_batch:05d}.parquet")
         next_batch += 1
         audio_s += float(np.nansum(table.column("duration").to_numpy(zero_copy_only=False)))
@@ -210,7 +213,7 @@ def curate(
     rank = np.array([order[k] for k in final.column("key").to_pylist()], np.int64)
     final = final.take(pa.array(np.argsort(rank, kind="stable")))
     atomic_write_parquet(final, out / "curated.parquet")
-    summary = _summary(final, cfg, stages, wall, len(todo), audio_s)
+    summary = _summary(final, cfg, run_stages, wall, len(todo), audio_s)
     _atomic_json(summary, out / "summary.json")
     return summary
 
