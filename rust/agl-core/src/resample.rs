@@ -84,8 +84,14 @@ pub struct Kernel {
     pub up: u64,
     /// Downsampling factor `M` (input rate / gcd).
     pub down: u64,
-    /// Taps a side: phase `p` covers input offsets `-half+1 ..= half`.
+    /// Taps after the output position: phase `p` covers input offsets
+    /// `-lead+1 ..= half`.
     pub half: usize,
+    /// Taps up to the output position (`taps - half`; the extra leading taps
+    /// that round the length up to a multiple of [`LANES`] are zero).
+    lead: usize,
+    taps: usize,
+    simd: bool,
     /// Number of tabulated phases (`L`, or [`MAX_PHASES`] + 1 interpolated).
     n_table: usize,
     interpolated: bool,
@@ -108,7 +114,8 @@ impl Kernel {
         let fc = 0.5 * rolloff * (up as f64 / down as f64).min(1.0);
         let half_width = zc / (2.0 * fc);
         let half = half_width.ceil() as usize;
-        let taps = 2 * half;
+        let taps = (2 * half).div_ceil(LANES) * LANES;
+        let lead = taps - half;
         let interpolated = up as usize > MAX_PHASES;
         let n_table = if interpolated {
             MAX_PHASES + 1
@@ -127,8 +134,8 @@ impl Kernel {
             let row = &mut coefs[p * taps..(p + 1) * taps];
             let mut acc = Vec::with_capacity(taps);
             for j in 0..taps {
-                // Tap j multiplies x[n0 + j - half + 1]; its distance to t.
-                let d = phi - (j as f64 - half as f64 + 1.0);
+                // Tap j multiplies x[n0 + j - lead + 1]; its distance to t.
+                let d = phi - (j as f64 - lead as f64 + 1.0);
                 let u = d / half_width;
                 let w = if u.abs() >= 1.0 {
                     0.0
@@ -152,6 +159,9 @@ impl Kernel {
             up,
             down,
             half,
+            lead,
+            taps,
+            simd: simd_available(),
             n_table,
             interpolated,
             coefs,
@@ -159,7 +169,17 @@ impl Kernel {
     }
 
     fn taps(&self) -> usize {
-        2 * self.half
+        self.taps
+    }
+
+    #[inline]
+    fn dot(&self, a: &[f32], b: &[f32]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is set only when the CPU reports AVX2 and FMA.
+            return unsafe { dot_avx2(a, b) };
+        }
+        dot(a, b)
     }
 
     /// Number of output frames for `n` input frames: `ceil(n L / M)`.
@@ -173,7 +193,7 @@ impl Kernel {
         let t = self.taps();
         if !self.interpolated {
             let p = frac as usize;
-            return dot(&self.coefs[p * t..(p + 1) * t], x);
+            return self.dot(&self.coefs[p * t..(p + 1) * t], x);
         }
         let pos = frac as f64 * MAX_PHASES as f64 / self.up as f64;
         let p0 = (pos.floor() as usize).min(self.n_table - 2);
@@ -183,28 +203,48 @@ impl Kernel {
         for ((s, &ca), &cb) in scratch.iter_mut().zip(a).zip(b) {
             *s = ca + w * (cb - ca);
         }
-        dot(scratch, x)
+        self.dot(scratch, x)
     }
 }
 
-/// Fixed-order dot product (8 lanes, then the tail): vectorises and gives
-/// the same sum on every run.
+/// Lanes of the dot product; filter lengths are padded to a multiple.
+const LANES: usize = 16;
+
+fn simd_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Fixed-order dot product over [`LANES`] lanes (lengths are multiples of
+/// it): vectorises and gives the same sum on every run.
 #[inline]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let ca = a.chunks_exact(8);
-    let cb = b.chunks_exact(8);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
+    let mut lanes = [0f32; LANES];
+    for (x, y) in a.chunks_exact(LANES).zip(b.chunks_exact(LANES)) {
+        for i in 0..LANES {
             lanes[i] += x[i] * y[i];
         }
     }
-    let mut s = lanes.iter().sum::<f32>();
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
+    lanes.iter().sum()
+}
+
+/// [`dot`] compiled for AVX2 with fused multiply-adds.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; LANES];
+    for (x, y) in a.chunks_exact(LANES).zip(b.chunks_exact(LANES)) {
+        for i in 0..LANES {
+            lanes[i] = x[i].mul_add(y[i], lanes[i]);
+        }
     }
-    s
+    lanes.iter().sum()
 }
 
 /// The cached kernel for `in_sr -> out_sr` at `quality`.
@@ -244,7 +284,7 @@ impl Resampler {
     /// A resampler for `channels` channels from `in_sr` to `out_sr` Hz.
     pub fn new(in_sr: u32, out_sr: u32, channels: usize, quality: Quality) -> Result<Self> {
         let k = kernel(in_sr, out_sr, quality)?;
-        let pad = k.half - 1;
+        let pad = k.lead - 1;
         Ok(Resampler {
             buf: vec![vec![0f32; pad]; channels],
             buf_start: -(pad as i64),
@@ -296,7 +336,7 @@ impl Resampler {
         self.produce_until(end);
         // Drop history no later output needs.
         let n0_next = (self.next_out as u128 * down as u128 / up as u128) as i64;
-        let keep_from = n0_next - half as i64 + 1;
+        let keep_from = n0_next - self.k.lead as i64 + 1;
         let drop = (keep_from - self.buf_start).max(0) as usize;
         if drop > 1 << 16 {
             for b in &mut self.buf {
@@ -307,7 +347,7 @@ impl Resampler {
     }
 
     fn produce_until(&mut self, end: u64) {
-        let (up, down, half) = (self.k.up, self.k.down, self.k.half as i64);
+        let (up, down, lead) = (self.k.up, self.k.down, self.k.lead as i64);
         let taps = self.k.taps();
         let k = &self.k;
         if end <= self.next_out {
@@ -320,7 +360,7 @@ impl Resampler {
             // Walk the phase incrementally: n0 + frac/L advances by M/L.
             let (mut n0, mut frac) = (n0_first, frac_first);
             for _ in self.next_out..end {
-                let start = (n0 - half + 1 - self.buf_start) as usize;
+                let start = (n0 - lead + 1 - self.buf_start) as usize;
                 o.push(k.apply(frac, &b[start..start + taps], &mut self.scratch));
                 n0 += step_n;
                 frac += step_f;
