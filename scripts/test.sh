@@ -40,8 +40,22 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --profile dev-release -- -D warnings
 cargo test -p agl-core --profile dev-release -q
 
-step "build and install agl-fast (release profile)"
-"$PY" -m pip install -q --no-deps --force-reinstall "$ROOT"
+step "build the release wheel (abi3, manylinux) and install it"
+DIST="$CACHE/dist"
+rm -rf "$DIST"
+"$VENV/bin/maturin" build --release --out "$DIST" --quiet
+WHEEL=$(ls "$DIST"/agl_fast-*-abi3-manylinux*.whl)
+"$PY" -m pip install -q --no-deps --force-reinstall "$WHEEL"
+
+step "the wheel installs and runs in a clean environment"
+CLEAN=$(mktemp -d)
+trap 'rm -rf "$CLEAN"' EXIT
+python3 -m venv "$CLEAN/venv"
+"$CLEAN/venv/bin/pip" install -q "$WHEEL"
+(cd "$CLEAN" && "$CLEAN/venv/bin/agl-fast" features --demo >/dev/null && \
+  "$CLEAN/venv/bin/python" -c "import agl_fast, numpy as np; \
+assert agl_fast.bat(np.zeros((2, 3200), np.float32)).shape == (4, 11, 128); \
+print('clean venv OK:', agl_fast.__version__)")
 
 step "python lint and types"
 "$VENV/bin/ruff" check python tests benches
@@ -51,3 +65,6 @@ step "python lint and types"
 step "pytest"
 cd "$ROOT"
 "$PY" -m pytest -q tests
+
+step "performance gate (ratios against the references, same run)"
+"$PY" benches/bench_features.py --quick --gate

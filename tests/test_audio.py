@@ -14,7 +14,7 @@ import soxr
 import agl_fast
 from agl_fast.exceptions import AudioDecodeError, NonFiniteError, ParameterError
 
-from ._shared import MP3S
+MP3S = sorted((Path(__file__).resolve().parents[2] / "shared" / "agl1k").glob("*.mp3"))
 
 FFMPEG = shutil.which("ffmpeg")
 needs_ffmpeg = pytest.mark.skipif(FFMPEG is None, reason="ffmpeg is not installed")

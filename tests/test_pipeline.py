@@ -19,7 +19,8 @@ from agl_fast.cli import main
 from agl_fast.exceptions import ParameterError
 from agl_fast.pipeline import Clips, CurateConfig, curate, discover, read_manifest
 
-from ._shared import AGL1K, MP3S
+AGL1K = Path(__file__).resolve().parents[2] / "shared" / "agl1k"
+MP3S = sorted(AGL1K.glob("*.mp3"))
 
 
 def _tone(sr: int, seconds: float, ch: int, seed: int) -> np.ndarray:

@@ -8,6 +8,19 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+__all__ = [
+    "__version__",
+    "bat",
+    "default_threads",
+    "efficientat",
+    "ipd",
+    "kaldi_mel_filterbank",
+    "mel_filterbank",
+    "melspectrogram",
+    "spectrogram",
+    "stft",
+    "to_db",
+]
 
 _Out = tuple[
     npt.NDArray[Any],
@@ -71,9 +84,9 @@ def melspectrogram(
     norm: str | float | None = None,
     mel_basis: npt.NDArray[np.float32] | None = None,
     to_db: bool = False,
-    db_ref: float | None = 1.0,
+    db_ref: float | None = ...,
     amin: float = 1e-10,
-    top_db: float | None = 80.0,
+    top_db: float | None = ...,
     extent: int | None = None,
     n_threads: int | None = None,
 ) -> _Out: ...
@@ -122,9 +135,9 @@ def efficientat(
 ) -> _Out: ...
 def to_db(
     x: npt.NDArray[np.float32],
-    db_ref: float | None = 1.0,
+    db_ref: float | None = ...,
     amin: float = 1e-10,
-    top_db: float | None = 80.0,
+    top_db: float | None = ...,
     amplitude: bool = False,
     n_threads: int | None = None,
 ) -> npt.NDArray[np.float32]: ...

@@ -46,6 +46,32 @@ pub struct FrameOutput<T> {
     pub n_frames: Vec<usize>,
 }
 
+/// Output element types whose all-zero bit pattern is the value zero, so an
+/// output buffer can come from zeroed pages (untouched padding costs nothing
+/// and no time is spent filling gigabytes before the work starts).
+pub trait Zeroed: Copy + Send + Sync {
+    fn zeroed_vec(n: usize) -> Vec<Self>;
+}
+
+impl Zeroed for f32 {
+    fn zeroed_vec(n: usize) -> Vec<Self> {
+        vec![0.0; n]
+    }
+}
+
+impl Zeroed for num_complex::Complex32 {
+    fn zeroed_vec(n: usize) -> Vec<Self> {
+        // Two zeroed f32 per value: same size and alignment as Complex32
+        // (a #[repr(C)] pair of f32), and zero bits are 0 + 0i.
+        let mut raw = std::mem::ManuallyDrop::new(vec![0.0f32; 2 * n]);
+        let (ptr, cap) = (raw.as_mut_ptr(), raw.capacity());
+        // SAFETY: see above; capacity in f32 is even because 2 * n values
+        // were requested from the allocator with f32 layout, and Complex32
+        // has the layout of [f32; 2] with the same alignment.
+        unsafe { Vec::from_raw_parts(ptr as *mut num_complex::Complex32, n, cap / 2) }
+    }
+}
+
 struct SyncPtr<T>(*mut T);
 // SAFETY: the pointer is only used to write disjoint indices (see below).
 unsafe impl<T: Send> Sync for SyncPtr<T> {}
@@ -54,15 +80,15 @@ unsafe impl<T: Send> Send for SyncPtr<T> {}
 /// Frames per task so that there are several tasks per worker, but each is
 /// long enough to amortise scheduling.
 fn chunk_frames(total_frames: usize, threads: usize) -> usize {
-    (total_frames / (threads.max(1) * 8)).clamp(16, 512)
+    (total_frames / (threads.max(1) * 8)).clamp(16, 256)
 }
 
 /// Run a frame-wise kernel over a batch.
 ///
 /// * `n_frames[i]`: frames of item `i`.
 /// * `extent`: `None` gives each item its own frame axis (ragged output);
-///   `Some(e)` pads every item's frame axis to `e` (must be `>= max n_frames`)
-///   with `fill`.
+///   `Some(e)` pads every item's frame axis to `max(e, max n_frames)` with
+///   zeros.
 /// * `init` makes a worker's scratch; `frame(scratch, item, t, row)` fills
 ///   the `layout.row_len()` values of frame `t` of `item`.
 #[allow(clippy::too_many_arguments)]
@@ -70,14 +96,13 @@ pub fn run_framewise<T, S, I, F>(
     n_frames: &[usize],
     layout: Layout,
     extent: Option<usize>,
-    fill: T,
     n_threads: Option<usize>,
     cancel: &Cancel,
     init: I,
     frame: F,
 ) -> Result<FrameOutput<T>>
 where
-    T: Copy + Send + Sync,
+    T: Zeroed,
     I: Fn() -> S + Sync + Send,
     F: Fn(&mut S, usize, usize, &mut [T]) + Sync + Send,
 {
@@ -92,7 +117,18 @@ where
         offsets.push(last + layout.item_len(e));
     }
     let total = *offsets.last().unwrap_or(&0);
-    let mut data = vec![fill; total];
+    let mut data = T::zeroed_vec(total);
+    let fill = match data.first() {
+        Some(v) => *v,
+        None => {
+            return Ok(FrameOutput {
+                data,
+                offsets,
+                extents,
+                n_frames: n_frames.to_vec(),
+            })
+        }
+    };
 
     let threads = crate::parallel::resolve_threads(n_threads);
     let total_frames: usize = n_frames.iter().sum();

@@ -50,12 +50,17 @@ pub fn power_to_db_inplace(x: &mut [f32], p: &DbParams) {
         DbRef::Value(r) => r.abs(),
         DbRef::Max => x.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v.abs())),
     };
-    let ref_db = 10.0 * amin.max(ref_value).log10();
+    // The reference goes through the same logarithm as the data, so the
+    // item at the reference is exactly 0 dB.
+    let mut ref_db = [ref_value];
+    crate::fastmath::db10_floor_inplace(&mut ref_db, amin);
+    let ref_db = ref_db[0];
+    x.iter_mut().for_each(|v| *v = v.abs());
+    crate::fastmath::db10_floor_inplace(x, amin);
     let mut max_db = f32::NEG_INFINITY;
     for v in x.iter_mut() {
-        let d = 10.0 * amin.max(v.abs()).log10() - ref_db;
-        max_db = max_db.max(d);
-        *v = d;
+        *v -= ref_db;
+        max_db = max_db.max(*v);
     }
     if let Some(top) = p.top_db {
         let floor = max_db - top;

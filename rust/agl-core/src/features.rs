@@ -8,6 +8,7 @@ use rayon::prelude::*;
 use crate::batch::{run_framewise, FrameOutput, Layout};
 use crate::db::{power_to_db_inplace, DbParams};
 use crate::error::{check_finite, AglError, Result};
+use crate::fastmath::{db10_floor_inplace, ln_inplace};
 use crate::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
 use crate::parallel::{install, Cancel};
 use crate::stft::{check_signals, FftScratch, PadMode, Source, StftParams, StftPlan};
@@ -58,7 +59,6 @@ pub fn spectrogram_batch(
         &n_frames,
         Layout::WidthTime { width: nf },
         extent,
-        0.0f32,
         n_threads,
         cancel,
         || FftScratch::new(params.n_fft),
@@ -110,7 +110,6 @@ pub fn melspectrogram_batch(
         &n_frames,
         Layout::WidthTime { width: bank.n_mels },
         extent,
-        0.0f32,
         n_threads,
         cancel,
         || (FftScratch::new(params.n_fft), vec![0f32; nf]),
@@ -164,24 +163,12 @@ fn apply_db_per_item(
     })
 }
 
-/// Unit phasor of one bin; a bin that is exactly zero has phase 0 (as
-/// `atan2(0, 0)` gives), i.e. the phasor `1 + 0i`.
-#[inline]
-fn unit_phasor(c: Complex32, mag: f32) -> (f32, f32) {
-    if mag > 1e-30 {
-        let inv = 1.0 / mag;
-        (c.re * inv, c.im * inv)
-    } else if c.re == 0.0 && c.im == 0.0 {
-        (1.0, 0.0)
-    } else {
-        let (re, im) = (c.re as f64, c.im as f64);
-        let m = (re * re + im * im).sqrt();
-        ((re / m) as f32, (im / m) as f32)
-    }
-}
-
 /// Per bin: magnitudes of left and right, and cos/sin of
-/// `phase(right) - phase(left)` from the normalised cross-spectrum.
+/// `phase(right) - phase(left)` from the normalised cross-spectrum
+/// `R conj(L) / (|R| |L|)`. A bin that is exactly zero has phase 0 (as
+/// `atan2(0, 0)` gives), i.e. the unit phasor `1 + 0i`. The main loop is
+/// branch-free so it vectorises; bins so small that their squared magnitude
+/// underflows f32 are redone exactly in f64 afterwards.
 #[inline]
 fn binaural_bins(
     l: &[Complex32],
@@ -191,17 +178,60 @@ fn binaural_bins(
     cos: &mut [f32],
     sin: &mut [f32],
 ) {
-    for k in 0..l.len() {
+    let n = l.len();
+    let (l, r) = (&l[..n], &r[..n]);
+    let (mag_l, mag_r, cos, sin) = (
+        &mut mag_l[..n],
+        &mut mag_r[..n],
+        &mut cos[..n],
+        &mut sin[..n],
+    );
+    let mut tiny = false;
+    for k in 0..n {
         let (a, b) = (l[k], r[k]);
-        let ml = (a.re * a.re + a.im * a.im).sqrt();
-        let mr = (b.re * b.re + b.im * b.im).sqrt();
+        let pl = a.re * a.re + a.im * a.im;
+        let pr = b.re * b.re + b.im * b.im;
+        let ml = pl.sqrt();
+        let mr = pr.sqrt();
         mag_l[k] = ml;
         mag_r[k] = mr;
-        let (lc, ls) = unit_phasor(a, ml);
-        let (rc, rs) = unit_phasor(b, mr);
+        let okl = pl >= f32::MIN_POSITIVE;
+        let okr = pr >= f32::MIN_POSITIVE;
+        tiny |= (!okl & ((a.re != 0.0) | (a.im != 0.0))) | (!okr & ((b.re != 0.0) | (b.im != 0.0)));
+        let il = 1.0 / if okl { ml } else { 1.0 };
+        let ir = 1.0 / if okr { mr } else { 1.0 };
+        let (lc, ls) = if okl {
+            (a.re * il, a.im * il)
+        } else {
+            (1.0, 0.0)
+        };
+        let (rc, rs) = if okr {
+            (b.re * ir, b.im * ir)
+        } else {
+            (1.0, 0.0)
+        };
         // e^{i(phi_r - phi_l)} = u_r * conj(u_l)
         cos[k] = rc * lc + rs * ls;
         sin[k] = rs * lc - rc * ls;
+    }
+    if tiny {
+        for k in 0..n {
+            let unit = |c: Complex32| -> (f64, f64) {
+                let (re, im) = (c.re as f64, c.im as f64);
+                let m = (re * re + im * im).sqrt();
+                if m > 0.0 {
+                    (re / m, im / m)
+                } else {
+                    (1.0, 0.0)
+                }
+            };
+            let (lc, ls) = unit(l[k]);
+            let (rc, rs) = unit(r[k]);
+            mag_l[k] = l[k].norm();
+            mag_r[k] = r[k].norm();
+            cos[k] = (rc * lc + rs * ls) as f32;
+            sin[k] = (rs * lc - rc * ls) as f32;
+        }
     }
 }
 
@@ -278,7 +308,6 @@ pub fn ipd_batch(
             width: nm,
         },
         extent,
-        0.0f32,
         n_threads,
         cancel,
         || BinScratch::new(params.n_fft),
@@ -404,7 +433,6 @@ pub fn bat_batch(
             width: nm,
         },
         extent,
-        0.0f32,
         n_threads,
         cancel,
         || BinScratch::new(cfg.stft.n_fft),
@@ -420,9 +448,7 @@ pub fn bat_batch(
             for (c, out) in row.chunks_exact_mut(nm).enumerate() {
                 bank.apply(&s.bins[c], out);
             }
-            for v in row[..2 * nm].iter_mut() {
-                *v = 10.0 * v.max(amin).log10();
-            }
+            db10_floor_inplace(&mut row[..2 * nm], amin);
         },
     )
 }
@@ -485,7 +511,6 @@ pub fn efficientat_batch(
         &n_frames,
         Layout::WidthTime { width: cfg.n_mels },
         extent,
-        0.0f32,
         n_threads,
         cancel,
         || (FftScratch::new(cfg.stft.n_fft), vec![0f32; nf]),
@@ -500,9 +525,9 @@ pub fn efficientat_batch(
                 *o = c.re * c.re + c.im * c.im;
             }
             bank.apply(pw, row);
-            for v in row.iter_mut() {
-                *v = ((*v + 1e-5).ln() + 4.5) / 5.0;
-            }
+            row.iter_mut().for_each(|v| *v += 1e-5);
+            ln_inplace(row);
+            row.iter_mut().for_each(|v| *v = (*v + 4.5) / 5.0);
         },
     )
 }

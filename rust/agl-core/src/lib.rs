@@ -3,10 +3,14 @@
 //! One module per feature family; every kernel validates its input and
 //! returns [`AglError`] instead of panicking.
 
+// Parameter checks are written `!(x > 0.0)` on purpose: NaN fails them.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 pub mod audio;
 pub mod batch;
 pub mod db;
 pub mod error;
+pub mod fastmath;
 pub mod features;
 pub mod mel;
 pub mod parallel;

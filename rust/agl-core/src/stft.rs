@@ -119,14 +119,14 @@ impl StftParams {
     }
 }
 
+type PlanCache = (
+    RealFftPlanner<f32>,
+    HashMap<usize, Arc<dyn RealToComplex<f32>>>,
+);
+
 /// Cached forward real FFT plans, shared by all workers.
 pub fn rfft_plan(n: usize) -> Arc<dyn RealToComplex<f32>> {
-    static PLANS: OnceLock<
-        Mutex<(
-            RealFftPlanner<f32>,
-            HashMap<usize, Arc<dyn RealToComplex<f32>>>,
-        )>,
-    > = OnceLock::new();
+    static PLANS: OnceLock<Mutex<PlanCache>> = OnceLock::new();
     let m = PLANS.get_or_init(|| Mutex::new((RealFftPlanner::new(), HashMap::new())));
     let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = g.1.get(&n) {
@@ -271,7 +271,13 @@ impl StftPlan {
                 }
             }
         } else {
-            for i in lo..hi {
+            for (i, (b, &wv)) in buf
+                .iter_mut()
+                .zip(&self.window)
+                .enumerate()
+                .take(hi)
+                .skip(lo)
+            {
                 let pos = start + i as isize;
                 let v = if pos >= 0 && (pos as usize) < len {
                     src.at(pos as usize)
@@ -281,7 +287,7 @@ impl StftPlan {
                         PadMode::Reflect => src.at(reflect_index(pos, len)),
                     }
                 };
-                buf[i] = self.window[i] * v;
+                *b = wv * v;
             }
         }
         // Lengths match the plan by construction, so this cannot fail.
@@ -325,7 +331,6 @@ pub fn stft_batch(
         &n_frames,
         Layout::WidthTime { width: nf },
         extent,
-        Complex32::new(0.0, 0.0),
         n_threads,
         cancel,
         || FftScratch::new(params.n_fft),

@@ -115,6 +115,7 @@ fn bank_to_py<'py>(py: Python<'py>, b: MelBank) -> PyResult<Bound<'py, PyArray2<
 /// librosa's mel filterbank `[n_mels, 1 + n_fft/2]`.
 #[pyfunction]
 #[pyo3(signature = (sr, n_fft, n_mels=128, fmin=0.0, fmax=None, htk=false, norm=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn mel_filterbank<'py>(
     py: Python<'py>,
     sr: f64,

@@ -2,6 +2,9 @@
 //! file per feature family, errors mapped in `errors`, the GIL released in
 //! `gateway`.
 
+// Parameter checks are written `!(x > 0.0)` on purpose: NaN fails them.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 use pyo3::prelude::*;
 
 mod audio;

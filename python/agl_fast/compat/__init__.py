@@ -1,0 +1,1 @@
+"""Drop-in compatibility layers for code written against other libraries."""

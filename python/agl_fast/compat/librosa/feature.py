@@ -1,0 +1,56 @@
+"""``librosa.feature`` subset: ``melspectrogram``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import features as _f
+from ._missing import missing
+
+__all__ = ["melspectrogram"]
+
+
+def melspectrogram(
+    *,
+    y: np.ndarray | None = None,
+    sr: float = 22050,
+    S: np.ndarray | None = None,
+    n_fft: int = 2048,
+    hop_length: int = 512,
+    win_length: int | None = None,
+    window: Any = "hann",
+    center: bool = True,
+    pad_mode: str = "constant",
+    power: float = 2.0,
+    n_mels: int = 128,
+    fmin: float = 0.0,
+    fmax: float | None = None,
+    htk: bool = False,
+    norm: Any = "slaney",
+    dtype: Any = np.float32,
+) -> np.ndarray:
+    """``librosa.feature.melspectrogram``: ``[shape=(..., n_mels, t)]``."""
+    M = _f.melspectrogram(
+        y,
+        sr=sr,
+        S=S,
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=window,
+        center=center,
+        pad_mode=pad_mode,
+        power=power,
+        n_mels=n_mels,
+        fmin=fmin,
+        fmax=fmax,
+        htk=htk,
+        norm=norm,
+    )
+    return np.asarray(M, dtype=dtype)
+
+
+def __getattr__(name: str) -> Any:
+    return missing(__name__, name)
