@@ -50,6 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="synthesise a small corpus (with bad files) and curate it",
     )
+    p.set_defaults(run=run)
     return p
 
 

@@ -61,8 +61,11 @@ fn error_kind(e: &AglError) -> &'static str {
     }
 }
 
-/// Decode one file: `(y [channels, n], sr, source_sr, source_channels,
+/// `load`'s result: `(y [channels, n], sr, source_sr, source_channels,
 /// truncated)`.
+type Loaded<'py> = (Bound<'py, PyArray2<f32>>, u32, u32, usize, bool);
+
+/// Decode one file.
 #[pyfunction]
 #[pyo3(signature = (path, sr=Some(32000), mono=false, channel=None, offset=0.0, duration=None, max_duration=None, res_type="hq"))]
 #[allow(clippy::too_many_arguments)]
@@ -76,7 +79,7 @@ pub fn load<'py>(
     duration: Option<f64>,
     max_duration: Option<f64>,
     res_type: &str,
-) -> PyResult<(Bound<'py, PyArray2<f32>>, u32, u32, usize, bool)> {
+) -> PyResult<Loaded<'py>> {
     let p = params(sr, mono, channel, offset, duration, max_duration, res_type)?;
     let work = work_of(std::slice::from_ref(&path));
     let d = gateway::run(py, work, |c| decode_file(&path, &p, c))?;
