@@ -14,6 +14,7 @@ from __future__ import annotations
 from . import exceptions
 from ._config import get_num_threads, set_num_threads
 from ._native import __version__
+from .audio import load, load_many, resample
 from .features import (
     amplitude_to_db,
     ipd_features,
@@ -39,12 +40,15 @@ __all__ = [
     "ipd_features",
     "kaldi_mel_filterbank",
     "librosa_logmel",
+    "load",
+    "load_many",
     "logmel",
     "mel_filterbank",
     "melspectrogram",
     "n_frames",
     "power_to_db",
     "preset",
+    "resample",
     "set_num_threads",
     "spectrogram",
     "stft",

@@ -1,5 +1,7 @@
 # Type stubs of the compiled module agl_fast._native (checked by
 # mypy.stubtest in the test suite). One section per feature family.
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,8 +19,11 @@ __all__ = [
     "haversine",
     "ipd",
     "kaldi_mel_filterbank",
+    "load",
+    "load_many",
     "mel_filterbank",
     "melspectrogram",
+    "resample_array",
     "spectrogram",
     "stft",
     "to_db",
@@ -173,3 +178,38 @@ def geo_summary(
     max_score: float = ...,
     n_threads: int | None = None,
 ) -> tuple[int, int, float, float, npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+# --- audio ----------------------------------------------------------------
+def load(
+    path: str | os.PathLike[str],
+    sr: int | None = ...,
+    mono: bool = False,
+    channel: int | None = None,
+    offset: float = 0.0,
+    duration: float | None = None,
+    max_duration: float | None = None,
+    res_type: str = "hq",
+) -> tuple[npt.NDArray[np.float32], int, int, int, bool]: ...
+def load_many(
+    paths: Sequence[str | os.PathLike[str]],
+    sr: int | None = ...,
+    mono: bool = False,
+    channel: int | None = None,
+    offset: float = 0.0,
+    duration: float | None = None,
+    max_duration: float | None = None,
+    res_type: str = "hq",
+    n_threads: int | None = None,
+) -> tuple[
+    npt.NDArray[np.float32],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint64],
+    list[int],
+    list[int],
+    list[int],
+    list[bool],
+    list[str | None],
+    list[str | None],
+]: ...
+def resample_array(
+    y: npt.NDArray[np.float32], orig_sr: int, target_sr: int, res_type: str = "hq"
+) -> npt.NDArray[np.float32]: ...

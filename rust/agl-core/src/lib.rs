@@ -6,6 +6,7 @@
 // Parameter checks are written `!(x > 0.0)` on purpose: NaN fails them.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+pub mod audio;
 pub mod batch;
 pub mod db;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod features;
 pub mod geo;
 pub mod mel;
 pub mod parallel;
+pub mod resample;
 pub mod stft;
 pub mod window;
 

@@ -7,6 +7,7 @@
 
 use pyo3::prelude::*;
 
+mod audio;
 mod errors;
 mod features;
 mod gateway;
@@ -37,5 +38,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(geo::geodesic, m)?)?;
     m.add_function(wrap_pyfunction!(geo::geoscore, m)?)?;
     m.add_function(wrap_pyfunction!(geo::geo_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(audio::load, m)?)?;
+    m.add_function(wrap_pyfunction!(audio::load_many, m)?)?;
+    m.add_function(wrap_pyfunction!(audio::resample_array, m)?)?;
     Ok(())
 }
