@@ -32,7 +32,8 @@ fi
 if ! command -v ffmpeg >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
    && [ "$(id -u)" = 0 ]; then
   step "ffmpeg and lame (decoder parity references)"
-  apt-get install -y -q ffmpeg lame >/dev/null || echo "ffmpeg not installed: its tests will skip"
+  { apt-get update -q >/dev/null && apt-get install -y -q ffmpeg lame >/dev/null; } \
+    || echo "ffmpeg not installed: its tests will skip"
 fi
 
 step "rust: fmt, clippy, unit tests"
