@@ -4,11 +4,14 @@
 //! returns [`AglError`] instead of panicking.
 
 pub mod batch;
+pub mod convolve;
 pub mod db;
 pub mod error;
 pub mod features;
 pub mod mel;
 pub mod parallel;
+pub mod quality;
+pub mod room;
 pub mod stft;
 pub mod window;
 
