@@ -23,18 +23,18 @@ use crate::errors::{param_err, to_py};
 use crate::gateway;
 use crate::input::{total_samples, MonoBatch, StereoBatch};
 
-type Out<'py, T> = (
+pub type Out<'py, T> = (
     Bound<'py, PyArray1<T>>,
     Bound<'py, PyArray1<u64>>,
     Bound<'py, PyArray1<u64>>,
     Bound<'py, PyArray1<u64>>,
 );
 
-fn to_u64(v: Vec<usize>) -> Vec<u64> {
+pub fn to_u64(v: Vec<usize>) -> Vec<u64> {
     v.into_iter().map(|x| x as u64).collect()
 }
 
-fn out<'py, T: numpy::Element>(py: Python<'py>, o: FrameOutput<T>) -> Out<'py, T> {
+pub fn out<'py, T: numpy::Element>(py: Python<'py>, o: FrameOutput<T>) -> Out<'py, T> {
     (
         o.data.into_pyarray(py),
         to_u64(o.offsets).into_pyarray(py),

@@ -8,6 +8,8 @@ mod errors;
 mod features;
 mod gateway;
 mod input;
+mod quality;
+mod room;
 
 /// Threads used when a call passes none (`AGL_FAST_NUM_THREADS` or the CPU
 /// count).
@@ -29,5 +31,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(features::bat, m)?)?;
     m.add_function(wrap_pyfunction!(features::efficientat, m)?)?;
     m.add_function(wrap_pyfunction!(features::to_db, m)?)?;
+    m.add_function(wrap_pyfunction!(quality::quality_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(quality::rms, m)?)?;
+    m.add_function(wrap_pyfunction!(quality::spectral_flatness, m)?)?;
+    m.add_function(wrap_pyfunction!(quality::acoustic_complexity, m)?)?;
+    m.add_function(wrap_pyfunction!(room::edc, m)?)?;
+    m.add_function(wrap_pyfunction!(room::room_parameters, m)?)?;
+    m.add_function(wrap_pyfunction!(room::edc_distance, m)?)?;
+    m.add_function(wrap_pyfunction!(room::fftconvolve, m)?)?;
     Ok(())
 }
