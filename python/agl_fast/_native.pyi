@@ -166,7 +166,7 @@ def acoustic_complexity(s: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.floa
 def edc(
     curves: Any,
     sr: float,
-    method: str = "lundeby",
+    method: str = "lundeby_chu",
     normalize: bool = True,
     db: bool = False,
     n_threads: int | None = None,
@@ -174,7 +174,7 @@ def edc(
 def room_parameters(
     curves: Any,
     sr: float,
-    method: str = "lundeby",
+    method: str = "lundeby_chu",
     direct_ms: float = 2.5,
     n_threads: int | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint8]]: ...

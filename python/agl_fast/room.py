@@ -10,13 +10,18 @@ Noise handling (``method``):
 ``'none'``
     Plain Schroeder backward integration ``EDC[n] = sum_{k>=n} h[k]**2``
     (what ``pyrato.schroeder_integration`` computes).
-``'lundeby'`` (default)
+``'lundeby'``
     Lundeby's iterative truncation: 30 ms block averages, noise from the last
     10% of the IR (then from 10 dB of decay past the crossing point), up to
     five regressions of the late decay (from 25 to 5 dB above the noise), and
     the crossing point with the noise level. The EDC is integrated to the
     crossing point, the energy of the fitted exponential beyond it is added
     (tail correction), and later samples are NaN.
+``'lundeby_chu'``
+    Both (ISO 3382-1's recommendation): the noise energy found by Lundeby's
+    iteration is subtracted from every sample, then the curve is truncated
+    at the crossing point with the tail correction. The most accurate on
+    noisy IRs, and the default.
 ``'chu'``
     Chu's noise subtraction: the mean energy of the last 10% of the IR is
     subtracted from every sample before integration; samples where the EDC
@@ -55,7 +60,7 @@ __all__ = [
 
 PARAMETERS = ("edt", "t20", "t30", "t60", "drr", "c50", "c80", "d50", "ts")
 STATUSES = ("ok", "insufficient_dynamic_range", "no_onset", "too_short")
-_METHODS = ("none", "lundeby", "chu")
+_METHODS = ("none", "lundeby", "chu", "lundeby_chu")
 
 
 class _Curves:
@@ -116,7 +121,7 @@ def schroeder_edc(
     ir: Any,
     sr: float,
     *,
-    method: str = "lundeby",
+    method: str = "lundeby_chu",
     normalize: bool = True,
     db: bool = False,
     n_threads: int | None = None,
@@ -129,7 +134,7 @@ def schroeder_edc(
         Impulse responses (see the module docs).
     sr : float > 0
         Sample rate in Hz.
-    method : {'lundeby', 'chu', 'none'}
+    method : {'lundeby_chu', 'lundeby', 'chu', 'none'}
         Noise handling (module docs).
     normalize : bool
         Divide each curve by its first value (0 dB at the start).
@@ -162,7 +167,7 @@ def room_parameters(
     ir: Any,
     sr: float,
     *,
-    method: str = "lundeby",
+    method: str = "lundeby_chu",
     direct_ms: float = 2.5,
     n_threads: int | None = None,
 ) -> dict[str, Any]:
@@ -174,7 +179,7 @@ def room_parameters(
         Impulse responses.
     sr : float > 0
         Sample rate in Hz.
-    method : {'lundeby', 'chu', 'none'}
+    method : {'lundeby_chu', 'lundeby', 'chu', 'none'}
         Noise handling of the EDC used for the fits and energy sums.
     direct_ms : float >= 0
         Half-width of the direct-sound window around the peak (DRR), in ms.
@@ -225,7 +230,7 @@ def edc_distance(
         Impulse responses of the same layout (see the module docs).
     sr : float > 0
         Sample rate in Hz.
-    method : {'none', 'lundeby', 'chu'}
+    method : {'none', 'lundeby', 'lundeby_chu', 'chu'}
         Noise handling of both EDCs.
     floor_db : float <= 0
         Lowest reference level taken into account.

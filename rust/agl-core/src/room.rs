@@ -14,6 +14,9 @@
 //!     and the crossing point with the noise; the EDC is integrated up to
 //!     the crossing point, the energy of the regression's exponential tail
 //!     beyond it is added (tail correction), and later samples are NaN.
+//!   - `LundebyChu`: both: the noise energy found by Lundeby's iteration is
+//!     subtracted from every sample, the curve is truncated at the crossing
+//!     point and the tail correction added (ISO 3382-1's recommendation).
 //!   - `Chu`: the mean noise energy (last 10% of the IR) is subtracted from
 //!     every sample before integration; values that are not positive or lie
 //!     less than 10 dB above the noise-to-peak level are NaN.
@@ -36,6 +39,7 @@ pub enum NoiseMethod {
     None,
     Lundeby,
     Chu,
+    LundebyChu,
 }
 
 impl NoiseMethod {
@@ -44,10 +48,11 @@ impl NoiseMethod {
             "none" => Ok(NoiseMethod::None),
             "lundeby" => Ok(NoiseMethod::Lundeby),
             "chu" => Ok(NoiseMethod::Chu),
+            "lundeby_chu" => Ok(NoiseMethod::LundebyChu),
             other => Err(AglError::param(
                 "method",
                 other,
-                "must be 'none', 'lundeby' or 'chu'",
+                "must be 'none', 'lundeby', 'chu' or 'lundeby_chu'",
             )),
         }
     }
@@ -234,8 +239,9 @@ pub fn lundeby(e: &[f64], sr: f64) -> Option<(usize, f64, f64)> {
     Some((c, tail, noise))
 }
 
-/// A curve's EDC (linear, not normalised) and the end of its usable range.
-fn edc_curve(e: &[f64], sr: f64, method: NoiseMethod) -> (Vec<f64>, usize) {
+/// A curve's EDC (linear, not normalised), the end of its usable range and
+/// the tail energy added beyond it.
+fn edc_curve(e: &[f64], sr: f64, method: NoiseMethod) -> (Vec<f64>, usize, f64) {
     let n = e.len();
     let mut out = vec![f64::NAN; n];
     match method {
@@ -245,7 +251,7 @@ fn edc_curve(e: &[f64], sr: f64, method: NoiseMethod) -> (Vec<f64>, usize) {
                 acc += e[i];
                 out[i] = acc;
             }
-            (out, n)
+            (out, n, 0.0)
         }
         NoiseMethod::Lundeby => match lundeby(e, sr) {
             Some((c, tail, _)) => {
@@ -254,9 +260,25 @@ fn edc_curve(e: &[f64], sr: f64, method: NoiseMethod) -> (Vec<f64>, usize) {
                     acc += e[i];
                     out[i] = acc;
                 }
-                (out, c)
+                (out, c, tail)
             }
             None => edc_curve(e, sr, NoiseMethod::None),
+        },
+        NoiseMethod::LundebyChu => match lundeby(e, sr) {
+            Some((c, tail, noise)) => {
+                let mut acc = tail;
+                let mut end = c;
+                for i in (0..c).rev() {
+                    acc += e[i] - noise;
+                    out[i] = acc;
+                }
+                if let Some(k) = out[..c].iter().position(|&v| v <= 0.0) {
+                    end = k;
+                    out[k..].iter_mut().for_each(|v| *v = f64::NAN);
+                }
+                (out, end, tail)
+            }
+            None => edc_curve(e, sr, NoiseMethod::Chu),
         },
         NoiseMethod::Chu => {
             let noise = tail_noise(e, ((1.0 - TAIL_FRACTION) * n as f64) as usize);
@@ -274,7 +296,7 @@ fn edc_curve(e: &[f64], sr: f64, method: NoiseMethod) -> (Vec<f64>, usize) {
                 .position(|&v| !(v > 0.0 && start > 0.0 && v / start > floor))
                 .unwrap_or(n);
             out[end..].iter_mut().for_each(|v| *v = f64::NAN);
-            (out, end)
+            (out, end, 0.0)
         }
     }
 }
@@ -302,7 +324,7 @@ pub fn edc_batch(
     check_curves(curves)?;
     map_items(curves.len(), n_threads, cancel, |i| {
         let e = energy(curves[i]);
-        let (mut c, _) = edc_curve(&e, sr, opts.method);
+        let (mut c, _, _) = edc_curve(&e, sr, opts.method);
         let first = c.first().copied().unwrap_or(0.0);
         if opts.normalize && first > 0.0 {
             c.iter_mut().for_each(|v| *v /= first);
@@ -362,11 +384,7 @@ pub fn room_params_curve(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64
             status: [Status::TooShort; 9],
         };
     }
-    let (edc, end) = edc_curve(&e[o..], sr, method);
-    let tail = match method {
-        NoiseMethod::Lundeby if end > 0 => (edc[end - 1] - e[o + end - 1]).max(0.0),
-        _ => 0.0,
-    };
+    let (edc, end, tail) = edc_curve(&e[o..], sr, method);
     let e0 = edc[0];
     let edc_db: Vec<f64> = edc
         .iter()
@@ -467,7 +485,7 @@ pub fn edc_distance_pair(
     floor_db: f64,
 ) -> (f64, Status) {
     let curve = |h: &[f32]| -> Vec<f64> {
-        let (c, _) = edc_curve(&energy(h), sr, method);
+        let (c, _, _) = edc_curve(&energy(h), sr, method);
         let first = c.first().copied().unwrap_or(0.0);
         c.iter()
             .map(|&v| {
@@ -560,7 +578,7 @@ mod tests {
         for (method, noise) in [
             (NoiseMethod::None, None),
             (NoiseMethod::Lundeby, Some(-60.0)),
-            (NoiseMethod::Lundeby, Some(-40.0)),
+            (NoiseMethod::LundebyChu, Some(-40.0)),
             (NoiseMethod::Chu, Some(-60.0)),
         ] {
             let h = decay(0.5, sr, 1.5, noise);

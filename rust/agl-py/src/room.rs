@@ -17,7 +17,7 @@ type Flat<'py, T> = (Bound<'py, PyArray1<T>>, Bound<'py, PyArray1<u64>>);
 /// Energy decay curves: flat values and item offsets (each curve as long
 /// as its IR).
 #[pyfunction]
-#[pyo3(signature = (curves, sr, method="lundeby", normalize=true, db=false, n_threads=None))]
+#[pyo3(signature = (curves, sr, method="lundeby_chu", normalize=true, db=false, n_threads=None))]
 pub fn edc<'py>(
     py: Python<'py>,
     curves: &Bound<'py, PyAny>,
@@ -46,7 +46,7 @@ pub fn edc<'py>(
 
 /// Decay times and energy ratios `[n, 9]` with statuses `[n, 9]`.
 #[pyfunction]
-#[pyo3(signature = (curves, sr, method="lundeby", direct_ms=2.5, n_threads=None))]
+#[pyo3(signature = (curves, sr, method="lundeby_chu", direct_ms=2.5, n_threads=None))]
 pub fn room_parameters<'py>(
     py: Python<'py>,
     curves: &Bound<'py, PyAny>,
