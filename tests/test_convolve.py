@@ -25,10 +25,10 @@ def _close(got: np.ndarray, ref: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("mode", ["full", "same", "valid", "truncate"])
-@pytest.mark.parametrize(("n", "l"), [(1000, 37), (37, 1000), (200_000, 4000), (5, 5)])
-def test_binaural_matches_scipy(mode: str, n: int, l: int) -> None:
+@pytest.mark.parametrize(("n", "m"), [(1000, 37), (37, 1000), (200_000, 4000), (5, 5)])
+def test_binaural_matches_scipy(mode: str, n: int, m: int) -> None:
     x = RNG.standard_normal((3, n)).astype(np.float32)
-    h = RNG.standard_normal((2, l)).astype(np.float32)
+    h = RNG.standard_normal((2, m)).astype(np.float32)
     got = room.fftconvolve(x, h, mode=mode)
     ref = np.stack([[_ref(xi, hc, mode) for hc in h] for xi in x])
     _close(got, ref)

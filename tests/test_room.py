@@ -183,8 +183,13 @@ def test_shoebox_rooms_follow_sabine_and_eyring() -> None:
     surface = 2 * (dims[0] * dims[1] + dims[0] * dims[2] + dims[1] * dims[2])
     for alpha in (0.15, 0.3, 0.5):
         r = pra.ShoeBox(
-            dims, fs=SR, materials=pra.Material(alpha), max_order=3, air_absorption=False,
-            ray_tracing=True, use_rand_ism=False,
+            dims,
+            fs=SR,
+            materials=pra.Material(alpha),
+            max_order=3,
+            air_absorption=False,
+            ray_tracing=True,
+            use_rand_ism=False,
         )
         r.set_ray_tracing(receiver_radius=0.5, n_rays=5000, energy_thres=1e-7)
         r.add_source([2.0, 3.1, 1.6])
@@ -203,7 +208,9 @@ def test_shoebox_rooms_follow_sabine_and_eyring() -> None:
 
 # --- layouts -----------------------------------------------------------------
 def test_batches_and_channels_keep_their_axes() -> None:
-    h = np.stack([[decay(0.4, seed=1), decay(0.5, seed=2)], [decay(0.6, seed=3), decay(0.7, seed=4)]])
+    h = np.stack(
+        [[decay(0.4, seed=1), decay(0.5, seed=2)], [decay(0.6, seed=3), decay(0.7, seed=4)]]
+    )
     p = room.room_parameters(h, SR, method="none", n_threads=2)
     assert p["t30"].shape == (2, 2) and p["status_t30"].shape == (2, 2)
     single = room.room_parameters(h[1, 0], SR, method="none", n_threads=1)

@@ -117,8 +117,13 @@ def quality_metrics(
             f"n_fft must be >= 2 and hop_length >= 1, got n_fft={n_fft}, hop_length={hop_length}"
         )
     m = _native.quality_metrics(
-        prep.native, float(sr), welch_nperseg=welch_nperseg, amin=amin,
-        full_scale_threshold=full_scale_threshold, n_fft=n_fft, hop_length=hop_length,
+        prep.native,
+        float(sr),
+        welch_nperseg=welch_nperseg,
+        amin=amin,
+        full_scale_threshold=full_scale_threshold,
+        n_fft=n_fft,
+        hop_length=hop_length,
         n_threads=resolve_threads(n_threads),
     )
     return {name: m[:, k].copy() for k, name in enumerate(METRICS)}
@@ -182,9 +187,7 @@ def quality_filter(
     allowed = {"welch_nperseg", "amin", "full_scale_threshold", "n_fft", "hop_length"}
     unknown = set(metric_kwargs) - allowed
     if unknown:
-        raise ParameterError(
-            f"unknown argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
-        )
+        raise ParameterError(f"unknown argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
     prep = prepare_mono(y)
     if prep.n_items == 0:
         raise ShapeError("the batch is empty (0 items)")
@@ -253,8 +256,14 @@ def rms(
     """
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
     return run(
-        _native.rms, prep, lambda t: (1, t), output,
-        frame_length=frame_length, hop_length=hop_length, center=center, pad_mode=pad_mode,
+        _native.rms,
+        prep,
+        lambda t: (1, t),
+        output,
+        frame_length=frame_length,
+        hop_length=hop_length,
+        center=center,
+        pad_mode=pad_mode,
         n_threads=resolve_threads(n_threads),
     )
 
@@ -300,9 +309,18 @@ def spectral_flatness(
 
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
     return run(
-        _native.spectral_flatness, prep, lambda t: (1, t), output,
-        n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=_window(window),
-        center=center, pad_mode=pad_mode, amin=amin, power=power,
+        _native.spectral_flatness,
+        prep,
+        lambda t: (1, t),
+        output,
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=_window(window),
+        center=center,
+        pad_mode=pad_mode,
+        amin=amin,
+        power=power,
         n_threads=resolve_threads(n_threads),
     )
 

@@ -91,9 +91,7 @@ class _Curves:
             )
         self.lead = a.shape[:-1]
         self.native = np.ascontiguousarray(a.reshape(-1, a.shape[-1]))
-        self.counts = [a.shape[-2] if a.ndim > 1 else 1] * (
-            a.shape[0] if a.ndim == 3 else 1
-        )
+        self.counts = [a.shape[-2] if a.ndim > 1 else 1] * (a.shape[0] if a.ndim == 3 else 1)
         self.n_samples = [a.shape[-1]] * self.native.shape[0]
 
     @property
@@ -150,7 +148,11 @@ def schroeder_edc(
     """
     c = _Curves(ir)
     data, offsets = _native.edc(
-        c.native, float(sr), method=_method(method), normalize=normalize, db=db,
+        c.native,
+        float(sr),
+        method=_method(method),
+        normalize=normalize,
+        db=db,
         n_threads=resolve_threads(n_threads),
     )
     if c.lead is not None:
@@ -196,7 +198,10 @@ def room_parameters(
     """
     c = _Curves(ir)
     values, status = _native.room_parameters(
-        c.native, float(sr), method=_method(method), direct_ms=float(direct_ms),
+        c.native,
+        float(sr),
+        method=_method(method),
+        direct_ms=float(direct_ms),
         n_threads=resolve_threads(n_threads),
     )
     names = np.array(STATUSES)
@@ -251,7 +256,11 @@ def edc_distance(
             f"and {r.counts}"
         )
     d, s = _native.edc_distance(
-        p.native, r.native, float(sr), method=_method(method), floor_db=float(floor_db),
+        p.native,
+        r.native,
+        float(sr),
+        method=_method(method),
+        floor_db=float(floor_db),
         n_threads=resolve_threads(n_threads),
     )
     if return_status:

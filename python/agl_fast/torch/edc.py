@@ -20,9 +20,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "agl_fast.torch needs PyTorch: pip install 'agl-fast[torch]'"
-        ) from exc
+        raise ImportError("agl_fast.torch needs PyTorch: pip install 'agl-fast[torch]'") from exc
     return torch
 
 

@@ -294,6 +294,7 @@ pub fn quality_batch(
 /// Frame-wise RMS as `librosa.feature.rms(y=...)`: frames of `frame_length`
 /// samples every `hop_length`, padded by `frame_length // 2` on both sides
 /// when `center`. Items are `[1, frames]`.
+#[allow(clippy::too_many_arguments)]
 pub fn rms_frames(
     items: &[&[f32]],
     frame_length: usize,
