@@ -13,6 +13,14 @@ use crate::gateway;
 use crate::input::{total_samples, MonoBatch};
 
 type Flat<'py, T> = (Bound<'py, PyArray1<T>>, Bound<'py, PyArray1<u64>>);
+type Table<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<u8>>);
+type Pairs<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<u8>>);
+type ConvOut<'py> = (
+    Bound<'py, PyArray1<f32>>,
+    Bound<'py, PyArray1<u64>>,
+    Bound<'py, PyArray1<u64>>,
+    Bound<'py, PyArray1<u64>>,
+);
 
 /// Energy decay curves: flat values and item offsets (each curve as long
 /// as its IR).
@@ -54,7 +62,7 @@ pub fn room_parameters<'py>(
     method: &str,
     direct_ms: f64,
     n_threads: Option<usize>,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<u8>>)> {
+) -> PyResult<Table<'py>> {
     let m = NoiseMethod::from_name(method).map_err(to_py)?;
     let batch = MonoBatch::extract(curves)?;
     let items = batch.slices()?;
@@ -82,7 +90,7 @@ pub fn edc_distance<'py>(
     method: &str,
     floor_db: f64,
     n_threads: Option<usize>,
-) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<u8>>)> {
+) -> PyResult<Pairs<'py>> {
     let m = NoiseMethod::from_name(method).map_err(to_py)?;
     let pb = MonoBatch::extract(pred)?;
     let rb = MonoBatch::extract(reference)?;
@@ -108,12 +116,7 @@ pub fn fftconvolve<'py>(
     channels: PyReadonlyArray1<'py, u64>,
     mode: &str,
     n_threads: Option<usize>,
-) -> PyResult<(
-    Bound<'py, PyArray1<f32>>,
-    Bound<'py, PyArray1<u64>>,
-    Bound<'py, PyArray1<u64>>,
-    Bound<'py, PyArray1<u64>>,
-)> {
+) -> PyResult<ConvOut<'py>> {
     let mode = ConvMode::from_name(mode).map_err(to_py)?;
     let sb = MonoBatch::extract(sources)?;
     let ib = MonoBatch::extract(irs)?;
