@@ -119,14 +119,14 @@ impl StftParams {
     }
 }
 
+type PlanCache = Mutex<(
+    RealFftPlanner<f32>,
+    HashMap<usize, Arc<dyn RealToComplex<f32>>>,
+)>;
+
 /// Cached forward real FFT plans, shared by all workers.
 pub fn rfft_plan(n: usize) -> Arc<dyn RealToComplex<f32>> {
-    static PLANS: OnceLock<
-        Mutex<(
-            RealFftPlanner<f32>,
-            HashMap<usize, Arc<dyn RealToComplex<f32>>>,
-        )>,
-    > = OnceLock::new();
+    static PLANS: OnceLock<PlanCache> = OnceLock::new();
     let m = PLANS.get_or_init(|| Mutex::new((RealFftPlanner::new(), HashMap::new())));
     let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = g.1.get(&n) {
@@ -279,7 +279,7 @@ impl StftPlan {
                 }
             }
         } else {
-            for i in lo..hi {
+            for (i, b) in buf.iter_mut().enumerate().take(hi).skip(lo) {
                 let pos = start + i as isize;
                 let v = if pos >= 0 && (pos as usize) < len {
                     src.at(pos as usize)
@@ -289,7 +289,7 @@ impl StftPlan {
                         PadMode::Reflect => src.at(reflect_index(pos, len)),
                     }
                 };
-                buf[i] = self.window[i] * v;
+                *b = self.window[i] * v;
             }
         }
         // Lengths match the plan by construction, so this cannot fail.

@@ -115,6 +115,7 @@ fn bank_to_py<'py>(py: Python<'py>, b: MelBank) -> PyResult<Bound<'py, PyArray2<
 /// librosa's mel filterbank `[n_mels, 1 + n_fft/2]`.
 #[pyfunction]
 #[pyo3(signature = (sr, n_fft, n_mels=128, fmin=0.0, fmax=None, htk=false, norm=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn mel_filterbank<'py>(
     py: Python<'py>,
     sr: f64,
@@ -323,7 +324,7 @@ pub fn bat<'py>(
     cfg.stft.win_length = n_fft;
     cfg.stft.hop_length = hop_length;
     cfg.stft.validate().map_err(to_py)?;
-    if !(amin > 0.0) {
+    if amin.is_nan() || amin <= 0.0 {
         return Err(param_err(format!("amin must be > 0, got amin={amin}")));
     }
     let batch = StereoBatch::extract(signals)?;
