@@ -107,9 +107,7 @@ class Prepared:
     lead_shape: tuple[int, ...] = ()
 
 
-def prepare_mono(
-    y: Any, *, allow_copy: bool = True, allow_nd: bool = False
-) -> Prepared:
+def prepare_mono(y: Any, *, allow_copy: bool = True, allow_nd: bool = False) -> Prepared:
     """Normalise a mono batch (see module docs).
 
     ``allow_nd`` accepts ``[..., samples]`` of any rank (librosa's

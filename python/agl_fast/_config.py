@@ -38,9 +38,7 @@ def resolve_threads(n_threads: int | None) -> int | None:
     if n_threads is None:
         return _NUM_THREADS
     if not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1:
-        raise ParameterError(
-            f"n_threads must be a positive integer, got n_threads={n_threads!r}"
-        )
+        raise ParameterError(f"n_threads must be a positive integer, got n_threads={n_threads!r}")
     return n_threads
 
 

@@ -45,8 +45,9 @@ def _window(window: Window) -> Any:
     return w
 
 
-def n_frames(n_samples: int, *, n_fft: int = 2048, hop_length: int | None = None,
-             center: bool = True) -> int:
+def n_frames(
+    n_samples: int, *, n_fft: int = 2048, hop_length: int | None = None, center: bool = True
+) -> int:
     """Number of STFT frames librosa produces for ``n_samples`` samples.
 
     Parameters
@@ -127,14 +128,23 @@ def stft(
     (513, 87)
     """
     if output == "arrow":
-        raise ParameterError("stft returns complex values, which have no Arrow output; "
-                             "use output='list' or 'padded'")
+        raise ParameterError(
+            "stft returns complex values, which have no Arrow output; use output='list' or 'padded'"
+        )
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
     nf = n_fft // 2 + 1
     return run(
-        _native.stft, prep, lambda t: (nf, t), output,
-        n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=_window(window),
-        center=center, pad_mode=pad_mode, n_threads=resolve_threads(n_threads),
+        _native.stft,
+        prep,
+        lambda t: (nf, t),
+        output,
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=_window(window),
+        center=center,
+        pad_mode=pad_mode,
+        n_threads=resolve_threads(n_threads),
     )
 
 
@@ -163,9 +173,17 @@ def spectrogram(
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
     nf = n_fft // 2 + 1
     return run(
-        _native.spectrogram, prep, lambda t: (nf, t), output,
-        n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=_window(window),
-        center=center, pad_mode=pad_mode, power=float(power),
+        _native.spectrogram,
+        prep,
+        lambda t: (nf, t),
+        output,
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=_window(window),
+        center=center,
+        pad_mode=pad_mode,
+        power=float(power),
         n_threads=resolve_threads(n_threads),
     )
 
@@ -202,8 +220,15 @@ def mel_filterbank(
     -------
     np.ndarray [shape=(n_mels, 1 + n_fft // 2), dtype=float32]
     """
-    return _native.mel_filterbank(float(sr), int(n_fft), int(n_mels), float(fmin),
-                                  None if fmax is None else float(fmax), bool(htk), norm)
+    return _native.mel_filterbank(
+        float(sr),
+        int(n_fft),
+        int(n_mels),
+        float(fmin),
+        None if fmax is None else float(fmax),
+        bool(htk),
+        norm,
+    )
 
 
 def kaldi_mel_filterbank(
@@ -230,8 +255,9 @@ def kaldi_mel_filterbank(
     np.ndarray [shape=(n_mels, 1 + n_fft // 2), dtype=float32]
         Mel scale ``1127 ln(1 + f / 700)``, unnormalised triangles.
     """
-    return _native.kaldi_mel_filterbank(float(sr), int(n_fft), int(n_mels), float(fmin),
-                                        float(fmax))
+    return _native.kaldi_mel_filterbank(
+        float(sr), int(n_fft), int(n_mels), float(fmin), float(fmax)
+    )
 
 
 def _db_ref(ref: float | Callable[..., Any]) -> float | None:
@@ -289,18 +315,38 @@ def melspectrogram(
     np.ndarray [shape=(..., n_mels, t), dtype=float32]
     """
     if S is not None:
-        basis = mel_filterbank(sr=sr, n_fft=2 * (np.shape(S)[-2] - 1), n_mels=n_mels,
-                               fmin=fmin, fmax=fmax, htk=htk, norm=norm)
+        basis = mel_filterbank(
+            sr=sr,
+            n_fft=2 * (np.shape(S)[-2] - 1),
+            n_mels=n_mels,
+            fmin=fmin,
+            fmax=fmax,
+            htk=htk,
+            norm=norm,
+        )
         return np.einsum("...ft,mf->...mt", S, basis, optimize=True)
     if y is None:
         raise ParameterError("melspectrogram needs audio y or a spectrogram S")
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
     return run(
-        _native.melspectrogram, prep, lambda t: (n_mels, t), output,
-        sr=float(sr), n_fft=n_fft, hop_length=hop_length, win_length=win_length,
-        window=_window(window), center=center, pad_mode=pad_mode, power=float(power),
-        n_mels=n_mels, fmin=float(fmin), fmax=None if fmax is None else float(fmax),
-        htk=htk, norm=norm, n_threads=resolve_threads(n_threads),
+        _native.melspectrogram,
+        prep,
+        lambda t: (n_mels, t),
+        output,
+        sr=float(sr),
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=_window(window),
+        center=center,
+        pad_mode=pad_mode,
+        power=float(power),
+        n_mels=n_mels,
+        fmin=float(fmin),
+        fmax=None if fmax is None else float(fmax),
+        htk=htk,
+        norm=norm,
+        n_threads=resolve_threads(n_threads),
     )
 
 
@@ -339,18 +385,40 @@ def logmel(
     """
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
     return run(
-        _native.melspectrogram, prep, lambda t: (n_mels, t), output,
-        sr=float(sr), n_fft=n_fft, hop_length=hop_length, win_length=win_length,
-        window=_window(window), center=center, pad_mode=pad_mode, power=float(power),
-        n_mels=n_mels, fmin=float(fmin), fmax=None if fmax is None else float(fmax),
-        htk=htk, norm=norm, to_db=True, db_ref=_db_ref(ref), amin=float(amin),
+        _native.melspectrogram,
+        prep,
+        lambda t: (n_mels, t),
+        output,
+        sr=float(sr),
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=_window(window),
+        center=center,
+        pad_mode=pad_mode,
+        power=float(power),
+        n_mels=n_mels,
+        fmin=float(fmin),
+        fmax=None if fmax is None else float(fmax),
+        htk=htk,
+        norm=norm,
+        to_db=True,
+        db_ref=_db_ref(ref),
+        amin=float(amin),
         top_db=None if top_db is None else float(top_db),
         n_threads=resolve_threads(n_threads),
     )
 
 
-def _to_db(S: Any, ref: float | Callable[..., Any], amin: float, top_db: float | None,
-           per_item: bool, amplitude: bool, n_threads: int | None) -> np.ndarray:
+def _to_db(
+    S: Any,
+    ref: float | Callable[..., Any],
+    amin: float,
+    top_db: float | None,
+    per_item: bool,
+    amplitude: bool,
+    n_threads: int | None,
+) -> np.ndarray:
     if np.iscomplexobj(S):
         S = np.abs(S)
     a = to_float32(S, what="S")
@@ -365,8 +433,14 @@ def _to_db(S: Any, ref: float | Callable[..., Any], amin: float, top_db: float |
     if amin <= 0:
         raise ParameterError(f"amin must be strictly positive, got amin={amin}")
     rows = a.reshape(a.shape[0], -1) if (per_item and a.ndim > 1) else a.reshape(1, -1)
-    out = _native.to_db(rows, r, float(amin), None if top_db is None else float(top_db),
-                        amplitude, resolve_threads(n_threads))
+    out = _native.to_db(
+        rows,
+        r,
+        float(amin),
+        None if top_db is None else float(top_db),
+        amplitude,
+        resolve_threads(n_threads),
+    )
     return out.reshape(a.shape)
 
 
@@ -466,9 +540,21 @@ def ipd_features(
     """
     prep = prepare_stereo(y, allow_copy=allow_copy)
     return run(
-        _native.ipd, prep, lambda t: (2, n_mels, t), output,
-        sr=float(sr), n_fft=n_fft, hop_length=hop_length, win_length=win_length,
-        window=_window(window), center=center, pad_mode=pad_mode, n_mels=n_mels,
-        fmin=float(fmin), fmax=None if fmax is None else float(fmax), htk=htk, norm=norm,
+        _native.ipd,
+        prep,
+        lambda t: (2, n_mels, t),
+        output,
+        sr=float(sr),
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=_window(window),
+        center=center,
+        pad_mode=pad_mode,
+        n_mels=n_mels,
+        fmin=float(fmin),
+        fmax=None if fmax is None else float(fmax),
+        htk=htk,
+        norm=norm,
         n_threads=resolve_threads(n_threads),
     )

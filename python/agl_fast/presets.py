@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from . import _native
@@ -59,9 +60,17 @@ def bat(
     """
     prep = prepare_stereo(y, allow_copy=allow_copy)
     return run(
-        _native.bat, prep, lambda t: (4, t, n_mels), output,
-        sr=float(sr), n_fft=n_fft, hop_length=hop_length, n_mels=n_mels, fmin=float(fmin),
-        fmax=float(fmax), amin=float(amin),
+        _native.bat,
+        prep,
+        lambda t: (4, t, n_mels),
+        output,
+        sr=float(sr),
+        n_fft=n_fft,
+        hop_length=hop_length,
+        n_mels=n_mels,
+        fmin=float(fmin),
+        fmax=float(fmax),
+        amin=float(amin),
         loudness_dbfs=None if loudness_dbfs is None else float(loudness_dbfs),
         n_threads=resolve_threads(n_threads),
     )
@@ -102,15 +111,30 @@ def efficientat(
     """
     prep = prepare_mono(y, allow_copy=allow_copy)
     return run(
-        _native.efficientat, prep, lambda t: (n_mels, t), output,
-        sr=float(sr), n_fft=n_fft, win_length=win_length, hop_length=hop_length,
-        n_mels=n_mels, fmin=float(fmin), fmax=float(fmax), preemphasis=float(preemphasis),
+        _native.efficientat,
+        prep,
+        lambda t: (n_mels, t),
+        output,
+        sr=float(sr),
+        n_fft=n_fft,
+        win_length=win_length,
+        hop_length=hop_length,
+        n_mels=n_mels,
+        fmin=float(fmin),
+        fmax=float(fmax),
+        preemphasis=float(preemphasis),
         n_threads=resolve_threads(n_threads),
     )
 
 
-def librosa_logmel(y: Any, *, sr: float = 22050, n_threads: int | None = None,
-                   output: Output = "auto", **kwargs: Any) -> Any:
+def librosa_logmel(
+    y: Any,
+    *,
+    sr: float = 22050,
+    n_threads: int | None = None,
+    output: Output = "auto",
+    **kwargs: Any,
+) -> Any:
     """librosa's default log-mel: :func:`agl_fast.logmel` with librosa's
     defaults (``n_fft`` 2048, hop 512, 128 Slaney bands, power 2,
     ``ref=1.0``, ``top_db=80``), per clip.
@@ -122,7 +146,11 @@ def librosa_logmel(y: Any, *, sr: float = 22050, n_threads: int | None = None,
     return logmel(y, sr=sr, n_threads=n_threads, output=output, **kwargs)
 
 
-PRESETS = {"bat": bat, "efficientat": efficientat, "librosa": librosa_logmel}
+PRESETS: dict[str, Callable[..., Any]] = {
+    "bat": bat,
+    "efficientat": efficientat,
+    "librosa": librosa_logmel,
+}
 
 
 def preset(name: str, y: Any, **kwargs: Any) -> Any:
@@ -131,7 +159,5 @@ def preset(name: str, y: Any, **kwargs: Any) -> Any:
     try:
         fn = PRESETS[name]
     except KeyError:
-        raise ParameterError(
-            f"unknown preset {name!r}; choose one of {sorted(PRESETS)}"
-        ) from None
+        raise ParameterError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}") from None
     return fn(y, **kwargs)
