@@ -182,20 +182,31 @@ pub fn welch_psd(x: &[f32], sr: f64, nperseg: usize, scratch: &mut Option<FftScr
 }
 
 /// Geometric over arithmetic mean of `max(p, amin)`.
-pub fn flatness_of(p: impl Iterator<Item = f64> + Clone, amin: f64) -> f64 {
+///
+/// The geometric mean is taken from a running product whose binary exponent
+/// is moved into an integer at every step (exact, and one logarithm per
+/// call instead of one per value).
+pub fn flatness_of(p: impl Iterator<Item = f64>, amin: f64) -> f64 {
+    const EXP_MASK: u64 = 0x7ff << 52;
+    const ONE_EXP: u64 = 1023 << 52;
     let mut n = 0usize;
-    let mut log_sum = 0.0;
+    let mut mant = 1.0f64;
+    let mut exp: i64 = 0;
     let mut sum = 0.0;
     for v in p {
-        let v = v.max(amin);
-        log_sum += v.ln();
+        let v = if v.is_finite() { v.max(amin) } else { amin }.max(f64::MIN_POSITIVE);
         sum += v;
         n += 1;
+        mant *= v;
+        let bits = mant.to_bits();
+        exp += ((bits & EXP_MASK) >> 52) as i64 - 1023;
+        mant = f64::from_bits((bits & !EXP_MASK) | ONE_EXP);
     }
-    if n == 0 {
+    if n == 0 || sum <= 0.0 {
         return 1.0;
     }
-    (log_sum / n as f64).exp() / (sum / n as f64)
+    let log_mean = (exp as f64 * std::f64::consts::LN_2 + mant.ln()) / n as f64;
+    log_mean.exp() / (sum / n as f64)
 }
 
 /// Complexity sums of a row-major `[n_bands, n_frames]` matrix: the
@@ -225,6 +236,41 @@ fn check_items(items: &[&[f32]]) -> Result<()> {
     Ok(())
 }
 
+/// The paper's AC (power spectrogram) and scikit-maad's ACI (amplitude
+/// spectrogram) of one clip, accumulated frame by frame: per band the
+/// previous value, the sum of absolute differences and the sum, for both.
+fn streaming_complexity(
+    x: &[f32],
+    n_frames: usize,
+    nb: usize,
+    plan: &StftPlan,
+    stft: &mut FftScratch,
+    acc: &mut Vec<[f64; 6]>,
+) -> (f64, f64) {
+    acc.clear();
+    acc.resize(nb, [0.0; 6]);
+    let src = Source::plain(x);
+    for t in 0..n_frames {
+        plan.transform_frame(&src, t, stft);
+        for (a, c) in acc.iter_mut().zip(&stft.spectrum[..nb]) {
+            let pw = c.norm_sqr() as f64;
+            let am = pw.sqrt();
+            if t > 0 {
+                a[1] += (pw - a[0]).abs();
+                a[4] += (am - a[3]).abs();
+            }
+            a[0] = pw;
+            a[2] += pw;
+            a[3] = am;
+            a[5] += am;
+        }
+    }
+    let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
+    acc.iter().fold((0.0, 0.0), |(ac, aci), a| {
+        (ac + ratio(a[1], a[2]), aci + ratio(a[4], a[5]))
+    })
+}
+
 /// Clip-level metrics of one clip, with per-worker FFT scratch.
 fn clip_metrics(
     x: &[f32],
@@ -232,6 +278,7 @@ fn clip_metrics(
     plan: &StftPlan,
     welch: &mut Option<FftScratch>,
     stft: &mut FftScratch,
+    acc: &mut Vec<[f64; 6]>,
 ) -> QualityMetrics {
     let rms = clip_rms(x);
     let (clipping_ratio, full_scale_ratio) = clipping_ratios(x, p.full_scale_threshold);
@@ -244,21 +291,7 @@ fn clip_metrics(
         )
     };
     let (complexity, aci) = match plan.n_frames(x.len()) {
-        Ok(t) if t >= 2 => {
-            let nb = p.n_fft / 2 + 1;
-            let mut power = vec![0.0f64; nb * t];
-            let mut amp = vec![0.0f64; nb * t];
-            let src = Source::plain(x);
-            for ti in 0..t {
-                plan.transform_frame(&src, ti, stft);
-                for (f, c) in stft.spectrum.iter().enumerate().take(nb) {
-                    let pw = c.norm_sqr() as f64;
-                    power[f * t + ti] = pw;
-                    amp[f * t + ti] = pw.sqrt();
-                }
-            }
-            (complexity_of(&power, nb, t).1, complexity_of(&amp, nb, t).1)
-        }
+        Ok(t) if t >= 2 => streaming_complexity(x, t, p.n_fft / 2 + 1, plan, stft, acc),
         _ => (0.0, 0.0),
     };
     QualityMetrics {
@@ -287,8 +320,25 @@ pub fn quality_batch(
     map_items(items.len(), n_threads, cancel, |i| {
         let mut welch = None;
         let mut stft = FftScratch::new(p.n_fft);
-        Ok(clip_metrics(items[i], p, &plan, &mut welch, &mut stft))
+        let mut acc = Vec::new();
+        Ok(clip_metrics(
+            items[i], p, &plan, &mut welch, &mut stft, &mut acc,
+        ))
     })
+}
+
+/// Sum of squares with eight float32 lanes (vectorised), added in f64.
+fn sum_squares(x: &[f32]) -> f64 {
+    let mut lanes = [0.0f32; 8];
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l += v * v;
+        }
+    }
+    let tail: f64 = rest.iter().map(|&v| (v as f64) * (v as f64)).sum();
+    lanes.iter().map(|&l| l as f64).sum::<f64>() + tail
 }
 
 /// Frame-wise RMS as `librosa.feature.rms(y=...)`: frames of `frame_length`
@@ -331,10 +381,7 @@ pub fn rms_frames(
             let mut acc = 0.0f64;
             if start >= 0 && start as usize + frame_length <= n {
                 let s = start as usize;
-                acc = x[s..s + frame_length]
-                    .iter()
-                    .map(|&v| (v as f64) * (v as f64))
-                    .sum();
+                acc = sum_squares(&x[s..s + frame_length]);
             } else {
                 for k in 0..frame_length as isize {
                     let pos = start + k;
