@@ -24,19 +24,19 @@ Usage::
 
 from __future__ import annotations
 
-import os
-
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-
 import argparse
+import os
 import sys
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
+# One-thread references: keep BLAS/OpenMP pools at one thread.
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
 
 SR = 16000
 CLIP_S = 10
