@@ -24,9 +24,10 @@
 //!   there) between the first samples at or below the upper and lower
 //!   levels: EDT 0..-10 dB (x6), T20 -5..-25 (x3), T30 -5..-35 (x2), T60
 //!   -5..-65 (x1).
-//! * Energy ratios from the onset over the usable range (plus the Lundeby
-//!   tail): C50, C80 (dB), D50 (fraction), centre time Ts (s); DRR (dB) with
-//!   the direct part the samples within `direct_ms` of the peak and the
+//! * Energy ratios from the onset, taken from the EDC (so including the
+//!   Lundeby tail, noise-subtracted with Chu): C50, C80 (dB), D50
+//!   (fraction), centre time Ts (s); DRR (dB) with the direct part the
+//!   samples from the onset within `direct_ms` of the peak and the
 //!   reverberant part every later sample.
 
 use crate::batch::map_items;
@@ -124,6 +125,28 @@ fn tail_noise(e: &[f64], from: usize) -> f64 {
 
 fn db(v: f64) -> f64 {
     10.0 * v.log10()
+}
+
+/// Natural logarithm of a positive normal `x` without a libm call (branch
+/// free, so loops over it vectorise): `x = 2^e m` with `m` in
+/// `[sqrt(1/2), sqrt(2))`, `ln m = 2 atanh((m - 1) / (m + 1))` by its series
+/// to the 13th power; absolute error below 1e-12.
+#[inline]
+pub fn fast_ln(x: f64) -> f64 {
+    const MANT: u64 = 0x000f_ffff_ffff_ffff;
+    let bits = x.to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let m = f64::from_bits((bits & MANT) | (1023 << 52));
+    let big = m > std::f64::consts::SQRT_2;
+    let m = if big { m * 0.5 } else { m };
+    let e = (e + big as i64) as f64;
+    let s = (m - 1.0) / (m + 1.0);
+    let z = s * s;
+    let p = 1.0
+        + z * (1.0 / 3.0
+            + z * (1.0 / 5.0
+                + z * (1.0 / 7.0 + z * (1.0 / 9.0 + z * (1.0 / 11.0 + z * (1.0 / 13.0))))));
+    e * std::f64::consts::LN_2 + 2.0 * s * p
 }
 
 /// Block averages of `e` over windows of `w` samples: (centre, level dB).
@@ -344,30 +367,28 @@ pub fn edc_batch(
     })
 }
 
-/// Reverberation time from a least-squares fit of `edc_db` between the
-/// first samples at or below `upper` and `lower` dB.
-fn decay_time(edc_db: &[f64], sr: f64, upper: f64, lower: f64) -> (f64, Status) {
-    let valid = edc_db
-        .iter()
-        .position(|v| !v.is_finite())
-        .unwrap_or(edc_db.len());
-    let d = &edc_db[..valid];
-    let Some(i) = d.iter().position(|&v| v <= upper) else {
-        return (f64::NAN, Status::InsufficientRange);
-    };
-    let Some(j) = d[i..].iter().position(|&v| v <= lower).map(|p| p + i) else {
-        return (f64::NAN, Status::InsufficientRange);
-    };
-    if j < i + 2 {
-        return (f64::NAN, Status::TooShort);
+/// Least-squares slope (dB per sample) of `y[i..=j]` against the sample
+/// index, centred for accuracy.
+fn slope(y: &[f64], i: usize, j: usize) -> Option<f64> {
+    let n = (j - i + 1) as f64;
+    let xm = (j - i) as f64 / 2.0;
+    let ym = y[i..=j].iter().sum::<f64>() / n;
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (k, &v) in y[i..=j].iter().enumerate() {
+        let dx = k as f64 - xm;
+        sxy += dx * (v - ym);
+        sxx += dx * dx;
     }
-    match linfit((i..=j).map(|k| (k as f64 / sr, d[k]))) {
-        Some((_, b)) if b < 0.0 => (-60.0 / b, Status::Ok),
-        _ => (f64::NAN, Status::InsufficientRange),
-    }
+    (sxx > 0.0).then(|| sxy / sxx)
 }
 
 /// Parameters of one curve.
+///
+/// The fit ranges are found on the linear EDC (`EDC <= EDC[0] 10^(L/10)`),
+/// and logarithms are taken only up to the deepest range. Energy sums come
+/// from the EDC itself (`E[a..b) = EDC[a] - EDC[b]`, the first moment as
+/// `sum_{n>=1} EDC[n]`), so they include the tail correction and, with
+/// Chu's method, are noise-subtracted.
 pub fn room_params_curve(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64) -> RoomParams {
     let mut values = [f64::NAN; 9];
     let mut status = [Status::Ok; 9];
@@ -384,65 +405,75 @@ pub fn room_params_curve(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64
             status: [Status::TooShort; 9],
         };
     }
-    let (edc, end, tail) = edc_curve(&e[o..], sr, method);
+    let (edc, end, _) = edc_curve(&e[o..], sr, method);
+    let end = edc[..end].iter().position(|v| !(*v > 0.0)).unwrap_or(end);
     let e0 = edc[0];
-    let edc_db: Vec<f64> = edc
-        .iter()
-        .map(|&v| {
-            if v > 0.0 && e0 > 0.0 {
-                db(v / e0)
-            } else {
-                f64::NAN
-            }
-        })
-        .collect();
-    let fits = [
-        (0.0, -10.0, 6.0),
-        (-5.0, -25.0, 3.0),
-        (-5.0, -35.0, 2.0),
-        (-5.0, -65.0, 1.0),
-    ];
-    for (k, &(u, l, _)) in fits.iter().enumerate() {
-        let (t, s) = decay_time(&edc_db, sr, u, l);
-        values[k] = t;
-        status[k] = s;
+    if end < 2 || !(e0 > 0.0) {
+        return RoomParams {
+            values,
+            status: [Status::InsufficientRange; 9],
+        };
     }
-    // Energy ratios over [o, o + end) plus the tail.
-    let seg = &e[o..o + end];
-    let total: f64 = seg.iter().sum::<f64>() + tail;
-    let early = |ms: f64| -> Option<f64> {
-        let k = (ms * 1e-3 * sr).round() as usize;
-        (k < seg.len()).then(|| seg[..k].iter().sum())
+    let d = &edc[..end];
+    let below = |level: f64, from: usize| -> Option<usize> {
+        let th = e0 * 10f64.powf(level / 10.0);
+        d[from..].iter().position(|&v| v <= th).map(|p| p + from)
     };
-    for (idx, ms) in [(5usize, 50.0), (6, 80.0)] {
-        match early(ms) {
-            Some(a) if total - a > 0.0 && a > 0.0 => values[idx] = db(a / (total - a)),
-            Some(_) => status[idx] = Status::InsufficientRange,
-            None => status[idx] = Status::TooShort,
+    let fits = [(0.0, -10.0), (-5.0, -25.0), (-5.0, -35.0), (-5.0, -65.0)];
+    let mut ranges = [None; 4];
+    for (k, &(u, l)) in fits.iter().enumerate() {
+        match below(u, 0).and_then(|i| below(l, i).map(|j| (i, j))) {
+            Some((i, j)) if j >= i + 2 => ranges[k] = Some((i, j)),
+            Some(_) => status[k] = Status::TooShort,
+            None => status[k] = Status::InsufficientRange,
         }
     }
-    match early(50.0) {
-        Some(a) if total > 0.0 => values[7] = a / total,
-        Some(_) => status[7] = Status::InsufficientRange,
-        None => status[7] = Status::TooShort,
+    let deepest = ranges.iter().flatten().map(|r| r.1).max();
+    if let Some(jmax) = deepest {
+        let to_db = 10.0 / std::f64::consts::LN_10;
+        let inv = 1.0 / e0;
+        let y: Vec<f64> = d[..=jmax]
+            .iter()
+            .map(|&v| to_db * fast_ln(v * inv))
+            .collect();
+        for (k, r) in ranges.iter().enumerate() {
+            if let Some((i, j)) = *r {
+                match slope(&y, i, j) {
+                    Some(b) if b < 0.0 => values[k] = -60.0 / (b * sr),
+                    _ => status[k] = Status::InsufficientRange,
+                }
+            }
+        }
     }
-    let m1: f64 = seg.iter().enumerate().map(|(k, v)| k as f64 / sr * v).sum();
-    values[8] = m1 / total;
+    // Energy ratios from the EDC.
+    for (idx, ms) in [(5usize, 50.0), (6, 80.0)] {
+        let k = (ms * 1e-3 * sr).round() as usize;
+        if k >= end {
+            status[idx] = Status::TooShort;
+        } else if e0 - d[k] > 0.0 {
+            values[idx] = db((e0 - d[k]) / d[k]);
+            if idx == 5 {
+                values[7] = (e0 - d[k]) / e0;
+            }
+        } else {
+            status[idx] = Status::InsufficientRange;
+        }
+    }
+    status[7] = status[5];
+    values[8] = d[1..].iter().sum::<f64>() / e0 / sr;
     // DRR around the peak.
-    let p = o + seg
+    let p = e[o..o + end]
         .iter()
         .enumerate()
         .max_by(|a, b| a.1.total_cmp(b.1))
         .map(|(i, _)| i)
         .unwrap_or(0);
     let w = (direct_ms * 1e-3 * sr).round() as usize;
-    let d_end = (p + w + 1).min(o + end);
-    let direct: f64 = e[p.saturating_sub(w)..d_end].iter().sum();
-    let reverb: f64 = e[d_end..o + end].iter().sum::<f64>() + tail;
-    if d_end >= o + end && tail == 0.0 {
+    let (a, z) = (p.saturating_sub(w), p + w + 1);
+    if z >= end {
         status[4] = Status::TooShort;
-    } else if reverb > 0.0 {
-        values[4] = db(direct / reverb);
+    } else if d[z] > 0.0 {
+        values[4] = db((d[a] - d[z]) / d[z]);
     } else {
         status[4] = Status::InsufficientRange;
     }
@@ -603,6 +634,14 @@ mod tests {
         let r = room_params_curve(&h, 16000.0, NoiseMethod::None, 2.5);
         assert_eq!(r.status[2], Status::InsufficientRange);
         assert!(r.values[2].is_nan());
+    }
+
+    #[test]
+    fn fast_ln_is_accurate() {
+        for k in -3000..3000 {
+            let x = 1.013f64.powi(k) * 0.77;
+            assert!((fast_ln(x) - x.ln()).abs() < 1e-12, "{x}");
+        }
     }
 
     #[test]
