@@ -406,9 +406,12 @@ pub fn room_params_curve(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64
         };
     }
     let (edc, end, _) = edc_curve(&e[o..], sr, method);
-    let end = edc[..end].iter().position(|v| !(*v > 0.0)).unwrap_or(end);
+    let end = edc[..end]
+        .iter()
+        .position(|v| v.is_nan() || *v <= 0.0)
+        .unwrap_or(end);
     let e0 = edc[0];
-    if end < 2 || !(e0 > 0.0) {
+    if end < 2 || e0.is_nan() || e0 <= 0.0 {
         return RoomParams {
             values,
             status: [Status::InsufficientRange; 9],
