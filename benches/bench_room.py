@@ -17,7 +17,9 @@ Same data, same run:
 
 Prints RIR channels (or seconds of audio) per second per core and the ratio.
 ``--gate RATIO`` exits with status 1 if a gated one-thread ratio (the EDC
-rows) falls below RATIO.
+rows against pyrato) falls below RATIO. The pyroomacoustics row is reported,
+not gated: ``measure_rt60`` reads T30 from two level crossings of one
+vectorised EDC, while agl-fast computes the nine parameters.
 
 Usage::
 
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = float("inf")
     cases: list[tuple[str, str, float, bool, Callable[[], None], Callable[[int], None]]] = [
         ("EDC + EDT/T20/T30 vs pyrato", "channels", curves, True, ref_pyrato, ours),
-        ("EDC + T30 vs pyroomacoustics", "channels", curves, True, ref_pra, ours),
+        ("EDC + T30 vs pyroomacoustics", "channels", curves, False, ref_pra, ours),
         (
             "EDC + T20, Lundeby+Chu vs pyrato",
             "channels",

@@ -183,7 +183,7 @@ def edc_distance(
     reference: Any,
     sr: float,
     method: str = "none",
-    floor_db: float = -60.0,
+    floor_db: float = ...,
     n_threads: int | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint8]]: ...
 def fftconvolve(

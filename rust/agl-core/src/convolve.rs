@@ -70,35 +70,75 @@ fn irfft_plan(n: usize) -> Arc<dyn ComplexToReal<f32>> {
     p
 }
 
-/// FFT size for a source of `n` and an IR of `l` samples: one block when
-/// the full result is short, else blocks of about `8 l`.
-pub fn fft_size(n: usize, l: usize) -> usize {
-    let full = (n + l - 1).next_power_of_two();
-    if full <= 1 << 15 {
-        return full.max(2);
+/// Smallest even `2^a 3^b 5^c >= n` (`a >= 1`: sizes the real FFT handles
+/// fastest).
+pub fn next_fast_len(n: usize) -> usize {
+    let mut best = n.max(1).next_power_of_two();
+    let mut p5 = 1usize;
+    while p5 < best {
+        let mut p35 = p5;
+        while p35 < best {
+            let mut v = 2 * p35;
+            while v < n {
+                v *= 2;
+            }
+            best = best.min(v);
+            p35 *= 3;
+        }
+        p5 *= 5;
     }
-    (8 * l).max(1 << 13).next_power_of_two().min(full)
+    best
 }
 
-/// Write `out[k] = (x * h)[start + k]` by overlap-add.
-pub fn convolve_into(x: &[f32], h: &[f32], start: usize, out: &mut [f32]) {
-    out.iter_mut().for_each(|v| *v = 0.0);
-    let (n, l) = (x.len(), h.len());
-    let nfft = fft_size(n, l);
+/// FFT size for a source of `n` and an IR of `l` samples: one block when
+/// the full result fits in 2^19 samples, else blocks of about `8 l`.
+pub fn fft_size(n: usize, l: usize) -> usize {
+    let full = n + l - 1;
+    if full <= 1 << 19 {
+        return next_fast_len(full).max(2);
+    }
+    (8 * l).max(1 << 13).next_power_of_two()
+}
+
+/// Spectrum of `h` zero-padded to `nfft`, scaled by `1 / nfft` (so the
+/// inverse transform needs no scaling).
+pub fn ir_spectrum(h: &[f32], nfft: usize) -> Vec<Complex32> {
+    let fwd = rfft_plan(nfft);
+    let mut buf = fwd.make_input_vec();
+    let mut out = fwd.make_output_vec();
+    buf[..h.len()].copy_from_slice(h);
+    let _ = fwd.process(&mut buf, &mut out);
+    let scale = 1.0 / nfft as f32;
+    out.iter_mut().for_each(|c| *c *= scale);
+    out
+}
+
+/// Write `outs[c][k] = (x * h_c)[start + k]` for every channel by
+/// overlap-add, given the channels' spectra from [`ir_spectrum`] with the
+/// same `nfft` and the IR length `l`: one forward transform per block,
+/// one inverse per block and channel.
+pub fn convolve_channels_into(
+    x: &[f32],
+    spectra: &[&[Complex32]],
+    l: usize,
+    nfft: usize,
+    start: usize,
+    outs: &mut [&mut [f32]],
+) {
+    let n = x.len();
     let fwd = rfft_plan(nfft);
     let inv = irfft_plan(nfft);
     let mut buf = fwd.make_input_vec();
-    let mut hs = fwd.make_output_vec();
     let mut xs = fwd.make_output_vec();
+    let mut ys = fwd.make_output_vec();
     let mut scratch =
         vec![Complex32::new(0.0, 0.0); fwd.get_scratch_len().max(inv.get_scratch_len())];
-    buf[..l].copy_from_slice(h);
-    buf[l..].iter_mut().for_each(|v| *v = 0.0);
-    let _ = fwd.process_with_scratch(&mut buf, &mut hs, &mut scratch);
-    let scale = 1.0 / nfft as f32;
-    hs.iter_mut().for_each(|c| *c *= scale);
+    for o in outs.iter_mut() {
+        o.iter_mut().for_each(|v| *v = 0.0);
+    }
+    let len = outs.first().map(|o| o.len()).unwrap_or(0);
+    let end = start + len;
     let block = nfft - l + 1;
-    let end = start + out.len();
     let mut s = 0;
     while s < n {
         let b = block.min(n - s);
@@ -108,21 +148,31 @@ pub fn convolve_into(x: &[f32], h: &[f32], start: usize, out: &mut [f32]) {
             buf[..b].copy_from_slice(&x[s..s + b]);
             buf[b..].iter_mut().for_each(|v| *v = 0.0);
             let _ = fwd.process_with_scratch(&mut buf, &mut xs, &mut scratch);
-            xs.iter_mut().zip(&hs).for_each(|(a, b)| *a *= b);
-            // The imaginary parts of DC and Nyquist are zero up to rounding.
-            xs[0].im = 0.0;
-            if let Some(last) = xs.last_mut() {
-                last.im = 0.0;
-            }
-            let _ = inv.process_with_scratch(&mut xs, &mut buf, &mut scratch);
-            let a = lo.max(start);
-            let z = hi.min(end);
-            for k in a..z {
-                out[k - start] += buf[k - s];
+            let (a, z) = (lo.max(start), hi.min(end));
+            for (hs, out) in spectra.iter().zip(outs.iter_mut()) {
+                for ((y, xv), hv) in ys.iter_mut().zip(&xs).zip(hs.iter()) {
+                    *y = xv * hv;
+                }
+                // The imaginary parts of DC and Nyquist are zero up to rounding.
+                ys[0].im = 0.0;
+                if let Some(last) = ys.last_mut() {
+                    last.im = 0.0;
+                }
+                let _ = inv.process_with_scratch(&mut ys, &mut buf, &mut scratch);
+                for (o, v) in out[a - start..z - start].iter_mut().zip(&buf[a - s..z - s]) {
+                    *o += v;
+                }
             }
         }
         s += b;
     }
+}
+
+/// Write `out[k] = (x * h)[start + k]` by overlap-add.
+pub fn convolve_into(x: &[f32], h: &[f32], start: usize, out: &mut [f32]) {
+    let nfft = fft_size(x.len(), h.len());
+    let hs = ir_spectrum(h, nfft);
+    convolve_channels_into(x, &[&hs], h.len(), nfft, start, &mut [out]);
 }
 
 /// Output of [`convolve_batch`]: item `i` is
@@ -150,7 +200,6 @@ pub fn convolve_batch(
             irs.len()
         )));
     }
-    let mut tasks = Vec::new();
     let mut offsets = vec![0usize];
     let mut channels = Vec::with_capacity(sources.len());
     let mut lengths = Vec::with_capacity(sources.len());
@@ -176,32 +225,57 @@ pub fn convolve_batch(
             }
             check_finite(h, &format!("impulse response {i} (channel {c})"))?;
         }
-        let (start, len) = mode.range(x.len(), l);
-        for c in 0..hs.len() {
-            tasks.push((i, c, start, len));
-        }
+        let (_, len) = mode.range(x.len(), l);
         channels.push(hs.len());
         lengths.push(len);
         let last = *offsets.last().unwrap_or(&0);
         offsets.push(last + hs.len() * len);
     }
+    // IR spectra, computed once per distinct (IR, FFT size): a shared IR
+    // repeated over the batch is transformed once.
+    let mut keys: HashMap<(usize, usize, usize), usize> = HashMap::new();
+    let mut jobs: Vec<(&[f32], usize)> = Vec::new();
+    let mut spec_idx: Vec<Vec<usize>> = Vec::with_capacity(sources.len());
+    let mut nffts = Vec::with_capacity(sources.len());
+    for (x, hs) in sources.iter().zip(irs) {
+        let nfft = fft_size(x.len(), hs[0].len());
+        nffts.push(nfft);
+        let idx = hs
+            .iter()
+            .map(|h| {
+                let key = (h.as_ptr() as usize, h.len(), nfft);
+                *keys.entry(key).or_insert_with(|| {
+                    jobs.push((h, nfft));
+                    jobs.len() - 1
+                })
+            })
+            .collect();
+        spec_idx.push(idx);
+    }
+    let spectra: Vec<Vec<Complex32>> = install(n_threads, || {
+        jobs.par_iter()
+            .map(|&(h, nfft)| ir_spectrum(h, nfft))
+            .collect()
+    })?;
     let mut data = vec![0.0f32; *offsets.last().unwrap_or(&0)];
-    let mut slices: Vec<&mut [f32]> = Vec::with_capacity(tasks.len());
+    let mut items: Vec<&mut [f32]> = Vec::with_capacity(sources.len());
     let mut rest: &mut [f32] = &mut data;
-    for t in &tasks {
-        let (head, tail) = rest.split_at_mut(t.3);
-        slices.push(head);
+    for i in 0..sources.len() {
+        let (head, tail) = rest.split_at_mut(offsets[i + 1] - offsets[i]);
+        items.push(head);
         rest = tail;
     }
     let r: Result<()> = install(n_threads, || {
-        slices
-            .into_par_iter()
-            .zip(tasks.par_iter())
-            .try_for_each(|(out, &(i, c, start, _))| {
-                cancel.check()?;
-                convolve_into(sources[i], irs[i][c], start, out);
-                Ok(())
-            })
+        items.into_par_iter().enumerate().try_for_each(|(i, out)| {
+            cancel.check()?;
+            let l = irs[i][0].len();
+            let (start, len) = mode.range(sources[i].len(), l);
+            let specs: Vec<&[Complex32]> =
+                spec_idx[i].iter().map(|&k| spectra[k].as_slice()).collect();
+            let mut outs: Vec<&mut [f32]> = out.chunks_mut(len.max(1)).collect();
+            convolve_channels_into(sources[i], &specs, l, nffts[i], start, &mut outs);
+            Ok(())
+        })
     })?;
     r?;
     Ok(ConvOutput {
@@ -250,6 +324,10 @@ mod tests {
                 );
             }
         }
+        assert_eq!(next_fast_len(176_000), 180_000);
+        assert_eq!(next_fast_len(1), 1);
+        assert_eq!(next_fast_len(97), 100);
+        assert_eq!(next_fast_len(4097), 4320);
         // IR longer than the source.
         let (s, len) = ConvMode::Valid.range(h.len(), x.len());
         let mut out = vec![0.0; len];
