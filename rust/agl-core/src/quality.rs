@@ -115,20 +115,47 @@ pub fn clip_rms(x: &[f32]) -> f64 {
     (x.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / x.len() as f64).sqrt()
 }
 
+/// Sum of squares (f64), peak magnitude and the count at or above
+/// `threshold`, in one pass with four lanes.
+fn clip_stats(x: &[f32], threshold: f32) -> (f64, f32, usize) {
+    let mut sq = [0.0f64; 4];
+    let mut pk = [0.0f32; 4];
+    let mut cnt = [0usize; 4];
+    let chunks = x.chunks_exact(4);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..4 {
+            let v = c[l];
+            sq[l] += (v as f64) * (v as f64);
+            pk[l] = pk[l].max(v.abs());
+            cnt[l] += (v.abs() >= threshold) as usize;
+        }
+    }
+    for &v in rest {
+        sq[0] += (v as f64) * (v as f64);
+        pk[0] = pk[0].max(v.abs());
+        cnt[0] += (v.abs() >= threshold) as usize;
+    }
+    (
+        sq.iter().sum(),
+        pk.iter().fold(0.0f32, |m, &v| m.max(v)),
+        cnt.iter().sum(),
+    )
+}
+
 /// The paper's clipping ratio and the full-scale variant.
 pub fn clipping_ratios(x: &[f32], threshold: f32) -> (f64, f64) {
     if x.is_empty() {
         return (0.0, 0.0);
     }
-    let peak = x.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+    let (_, peak, full) = clip_stats(x, threshold);
     let n = x.len() as f64;
     let at_peak = if peak > 0.0 {
         x.iter().filter(|v| v.abs() == peak).count() as f64 / n
     } else {
         0.0
     };
-    let full = x.iter().filter(|v| v.abs() >= threshold).count() as f64 / n;
-    (at_peak, full)
+    (at_peak, full as f64 / n)
 }
 
 /// Welch one-sided power spectral density (scipy's defaults for
@@ -154,11 +181,27 @@ pub fn welch_psd(x: &[f32], sr: f64, nperseg: usize, scratch: &mut Option<FftScr
     };
     let nf = n / 2 + 1;
     let mut acc = vec![0.0f64; nf];
+    let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
+    // With an even segment length each segment is two hop blocks: their
+    // sums give every segment mean.
+    let blocks: Vec<f64> = if n == 2 * step {
+        x[..(n_seg + 1) * step]
+            .chunks_exact(step)
+            .map(|c| c.iter().map(|&v| v as f64).sum())
+            .collect()
+    } else {
+        Vec::new()
+    };
     for k in 0..n_seg {
         let seg = &x[k * step..k * step + n];
-        let mean = seg.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
-        for ((o, &v), &wv) in s.frame.iter_mut().zip(seg).zip(&w) {
-            *o = ((v as f64 - mean) * wv) as f32;
+        let sum = if blocks.is_empty() {
+            seg.iter().map(|&v| v as f64).sum::<f64>()
+        } else {
+            blocks[k] + blocks[k + 1]
+        };
+        let mean = (sum / n as f64) as f32;
+        for ((o, &v), &wv) in s.frame.iter_mut().zip(seg).zip(&w32) {
+            *o = (v - mean) * wv;
         }
         s.transform();
         for (a, c) in acc.iter_mut().zip(&s.spectrum) {
@@ -280,8 +323,15 @@ fn clip_metrics(
     stft: &mut FftScratch,
     acc: &mut Vec<[f64; 6]>,
 ) -> QualityMetrics {
-    let rms = clip_rms(x);
-    let (clipping_ratio, full_scale_ratio) = clipping_ratios(x, p.full_scale_threshold);
+    let (sq, peak, full) = clip_stats(x, p.full_scale_threshold);
+    let n = x.len().max(1) as f64;
+    let rms = (sq / n).sqrt();
+    let clipping_ratio = if peak > 0.0 {
+        x.iter().filter(|v| v.abs() == peak).count() as f64 / n
+    } else {
+        0.0
+    };
+    let full_scale_ratio = full as f64 / n;
     let flatness = if x.is_empty() {
         1.0
     } else {
