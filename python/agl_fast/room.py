@@ -323,11 +323,11 @@ def fftconvolve(
     data, offsets, chans, lengths = _native.fftconvolve(
         prep.native, native_irs, counts, mode=mode, n_threads=resolve_threads(n_threads)
     )
-    items = [
+    if prep.kind == "array" and len(set(chans.tolist())) == 1 and len(set(lengths.tolist())) == 1:
+        # Uniform batch: the flat buffer already is [batch, channels, M].
+        out = data.reshape(prep.n_items, int(chans[0]), int(lengths[0]))
+        return out[0] if prep.single else out
+    return [
         data[offsets[i] : offsets[i + 1]].reshape(int(chans[i]), int(lengths[i]))
         for i in range(prep.n_items)
     ]
-    if prep.kind == "array" and len({it.shape for it in items}) == 1:
-        out = np.stack(items)
-        return out[0] if prep.single else out
-    return items
