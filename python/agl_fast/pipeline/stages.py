@@ -143,7 +143,12 @@ def quality_stage() -> Stage | None:
     quality = importlib.import_module("agl_fast.quality")
 
     def run(clips: Clips) -> Columns:
-        table = quality.quality_filter(clips.audio, sr=clips.sr)
+        # The AGL1K filters are defined on mono audio: the channel mean.
+        mono = [
+            np.ascontiguousarray(y.mean(axis=0), dtype=np.float32) if y.ndim == 2 else y
+            for y in clips.audio
+        ]
+        table = quality.quality_filter(mono, sr=clips.sr)
         rename = {"pass": "quality_pass", "passed": "quality_pass"}
         return {rename.get(n, n): table.column(n) for n in table.column_names}
 

@@ -8,6 +8,7 @@
 
 pub mod audio;
 pub mod batch;
+pub mod convolve;
 pub mod db;
 pub mod error;
 pub mod fastmath;
@@ -16,6 +17,8 @@ pub mod geo;
 pub mod mel;
 pub mod parallel;
 pub mod resample;
+pub mod quality;
+pub mod room;
 pub mod stft;
 pub mod window;
 

@@ -165,7 +165,7 @@ pub fn librosa_mel(
         return Err(AglError::param("n_mels", n_mels, "must be > 0"));
     }
     if let MelNorm::Lp(p) = norm {
-        if !(p > 0.0) {
+        if p.is_nan() || p <= 0.0 {
             return Err(AglError::param(
                 "norm",
                 p,

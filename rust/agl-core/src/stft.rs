@@ -210,6 +210,14 @@ impl FftScratch {
             plan,
         }
     }
+
+    /// Transform `frame` in place into `spectrum` (the one-sided spectrum).
+    pub fn transform(&mut self) {
+        // Lengths match the plan by construction, so this cannot fail.
+        let _ = self
+            .plan
+            .process_with_scratch(&mut self.frame, &mut self.spectrum, &mut self.work);
+    }
 }
 
 /// A planned STFT: parameters, the window padded to `n_fft`, and the span
