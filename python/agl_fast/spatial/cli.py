@@ -1,0 +1,67 @@
+"""``agl-fast spatial``: SAGE inference on binaural audio files.
+
+``agl-fast spatial infer AUDIO... --model sage.onnx`` prints one JSON line
+per file: azimuth and elevation (degrees), distance (m), the most probable
+events, the execution provider, and (``--embeddings DIR``) writes the
+``[3, embed_dim]`` token embeddings as ``.npy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import AglError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("spatial", help="spatial audio: SAGE inference on binaural clips")
+    ssub = p.add_subparsers(dest="spatial_command", metavar="ACTION", required=True)
+    inf = ssub.add_parser("infer", help="direction, distance and events of binaural clips")
+    inf.add_argument("audio", nargs="+", type=Path, help="binaural audio files (or .npy [2, n])")
+    inf.add_argument("--model", type=Path, required=True, help="SAGE ONNX model")
+    inf.add_argument(
+        "--allow-cpu", action="store_true", help="run on the CPU when CUDA is not available"
+    )
+    inf.add_argument("--batch-size", type=int, default=8)
+    inf.add_argument("--top-k", type=int, default=5, help="events reported per clip")
+    inf.add_argument("--embeddings", type=Path, help="write each clip's embeddings here")
+    inf.add_argument("--threads", type=int, default=None)
+    p.set_defaults(run=run)
+
+
+def _load(path: Path) -> tuple[np.ndarray, int]:
+    if path.suffix == ".npy":
+        return np.load(path), 32000
+    from ..audio import load
+
+    return load(path, sr=32000)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .infer import SageSession
+
+    try:
+        session = SageSession(str(args.model), allow_cpu=args.allow_cpu, n_threads=args.threads)
+        clips, srs = zip(*(_load(p) for p in args.audio), strict=True)
+        if len(set(srs)) != 1:
+            raise AglError(f"all clips must share one sample rate, got {sorted(set(srs))}")
+        results = session.predict(list(clips), int(srs[0]), batch_size=args.batch_size)
+    except AglError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.embeddings:
+        args.embeddings.mkdir(parents=True, exist_ok=True)
+    for path, res in zip(args.audio, results, strict=True):
+        row = {"file": str(path), **res.to_dict(top_k=args.top_k)}
+        if args.embeddings:
+            out = args.embeddings / (path.stem + ".npy")
+            np.save(out, res.embedding)
+            row["embedding"] = str(out)
+        print(json.dumps(row))
+    return 0

@@ -1,0 +1,220 @@
+"""The SAGE / Spatial-AST binaural encoder in PyTorch (the ``torch`` extra).
+
+Input: the ``agl_fast.bat`` features ``[batch, 4, frames, 128]`` (log-mel L,
+log-mel R, mel-projected cos IPD, sin IPD). Forward pass, as in Spatial-AST
+and OWL's SAGE:
+
+1. ``bn``: batch norm without affine parameters of the two log-mel channels;
+2. bicubic resize (``align_corners=True``) to ``target_frame`` (1024) frames;
+3. ``conv_downsample``: conv 3x3 (4 -> 1, no bias) + batch norm + GELU;
+4. ``patch_embed``: 16 x 16 patches (stride 16) -> ``embed_dim``;
+5. fixed 2-D sin-cos position embeddings (``pos_embed``, one unused leading
+   row as in the released checkpoints), three learned tokens ``cls_tokens``
+   (distance, direction, events) prepended;
+6. ``depth`` pre-norm transformer blocks (``blocks.i.norm1 / attn.qkv /
+   attn.proj / norm2 / mlp.fc1 / mlp.fc2``);
+7. ``dis_norm``, ``doa_norm``, ``fc_norm`` on the three tokens and the heads
+   ``distance_head`` (21), ``azimuth_head`` (360), ``elevation_head`` (180)
+   and ``head`` (events, multi-label logits).
+
+Parameter and buffer names match the released Spatial-AST / BAT checkpoints,
+so :func:`load_checkpoint` loads them unchanged (their in-model STFT and mel
+weights, ``spectrogram_extractor.*`` and ``logmel_extractor.*``, are not
+needed here: the features come from the Rust front end).
+Where ``frames > target_frame`` the resize shrinks the input (the reference
+model accepts at most 1024 frames; 10 s at 32 kHz gives 1001).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = ["SageConfig", "SageEncoder", "load_checkpoint", "n_parameters", "sincos_pos_embed"]
+
+_SKIP_PREFIXES = ("spectrogram_extractor.", "logmel_extractor.")
+
+
+@dataclass
+class SageConfig:
+    """Size of the encoder (defaults: ViT-B/16, as released)."""
+
+    embed_dim: int = 768
+    depth: int = 12
+    num_heads: int = 12
+    mlp_ratio: float = 4.0
+    num_classes: int = 355
+    n_mels: int = 128
+    target_frame: int = 1024
+    patch: int = 16
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sincos_pos_embed(dim: int, grid_t: int, grid_f: int) -> torch.Tensor:
+    """2-D sin-cos position table ``[1 + grid_t * grid_f, dim]`` (row 0 zeros).
+
+    Half of the channels encode the frequency index, half the time index
+    (each half: sines then cosines at geometric frequencies, base 10000);
+    patches are ordered time-major as the patch convolution flattens them.
+    """
+    if dim % 4:
+        raise ValueError(f"embed_dim must be a multiple of 4, got {dim}")
+
+    def one_axis(d: int, pos: torch.Tensor) -> torch.Tensor:
+        omega = 1.0 / 10000 ** (torch.arange(d // 2, dtype=torch.float64) / (d / 2))
+        out = pos.double()[:, None] * omega[None]
+        return torch.cat([torch.sin(out), torch.cos(out)], dim=1)
+
+    t, f = torch.meshgrid(torch.arange(grid_t), torch.arange(grid_f), indexing="ij")
+    emb = torch.cat([one_axis(dim // 2, f.reshape(-1)), one_axis(dim // 2, t.reshape(-1))], 1)
+    return torch.cat([torch.zeros(1, dim, dtype=torch.float64), emb]).float()
+
+
+class _PatchEmbed(nn.Module):
+    def __init__(self, patch: int, dim: int) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(1, dim, kernel_size=patch, stride=patch)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x).flatten(2).transpose(1, 2)
+
+
+class _Attention(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.scale = (dim // heads) ** -0.5
+        self.qkv = nn.Linear(dim, dim * 3, bias=True)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = torch.softmax((q * self.scale) @ k.transpose(-2, -1), dim=-1)
+        return self.proj((attn @ v).transpose(1, 2).reshape(b, n, c))
+
+
+class _Mlp(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class _Block(nn.Module):
+    def __init__(self, dim: int, heads: int, mlp_ratio: float) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = _Attention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = _Mlp(dim, int(dim * mlp_ratio))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class SageEncoder(nn.Module):
+    """SAGE / Spatial-AST encoder with its four heads.
+
+    ``forward(features)`` with features ``[batch, 4, frames, n_mels]`` returns
+    ``(events, distance, azimuth, elevation, embedding)``: logits
+    ``[batch, num_classes]``, ``[batch, 21]``, ``[batch, 360]``,
+    ``[batch, 180]``, and the three normalised tokens ``[batch, 3, embed_dim]``
+    (distance, direction, events) for downstream use.
+    """
+
+    def __init__(self, config: SageConfig | None = None) -> None:
+        super().__init__()
+        cfg = config or SageConfig()
+        if cfg.embed_dim % cfg.num_heads:
+            raise ValueError(
+                f"embed_dim must be a multiple of num_heads, got {cfg.embed_dim} and "
+                f"{cfg.num_heads}"
+            )
+        if cfg.target_frame % cfg.patch or cfg.n_mels % cfg.patch:
+            raise ValueError(
+                f"target_frame and n_mels must be multiples of patch={cfg.patch}, got "
+                f"{cfg.target_frame} and {cfg.n_mels}"
+            )
+        self.config = cfg
+        d = cfg.embed_dim
+        self.bn = nn.BatchNorm2d(2, affine=False)
+        self.conv_downsample = nn.Sequential(
+            nn.Conv2d(4, 1, kernel_size=3, padding=1, bias=False), nn.BatchNorm2d(1), nn.GELU()
+        )
+        self.patch_embed = _PatchEmbed(cfg.patch, d)
+        gt, gf = cfg.target_frame // cfg.patch, cfg.n_mels // cfg.patch
+        self.pos_embed = nn.Parameter(sincos_pos_embed(d, gt, gf)[None], requires_grad=False)
+        self.cls_tokens = nn.Parameter(torch.zeros(1, 3, d))
+        self.blocks = nn.ModuleList(
+            [_Block(d, cfg.num_heads, cfg.mlp_ratio) for _ in range(cfg.depth)]
+        )
+        self.dis_norm = nn.LayerNorm(d, eps=1e-6)
+        self.doa_norm = nn.LayerNorm(d, eps=1e-6)
+        self.fc_norm = nn.LayerNorm(d, eps=1e-6)
+        self.head = nn.Linear(d, cfg.num_classes)
+        self.distance_head = nn.Linear(d, 21)
+        self.azimuth_head = nn.Linear(d, 360)
+        self.elevation_head = nn.Linear(d, 180)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        nn.init.normal_(self.cls_tokens, std=0.02)
+        w = self.patch_embed.proj.weight.data
+        nn.init.xavier_uniform_(w.view(w.shape[0], -1))
+        for m in self.blocks.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                nn.init.zeros_(m.bias)
+        for h in (self.head, self.distance_head, self.azimuth_head, self.elevation_head):
+            nn.init.trunc_normal_(h.weight, std=0.02)
+            nn.init.zeros_(h.bias)
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        cfg = self.config
+        x = torch.cat([self.bn(features[:, :2]), features[:, 2:]], dim=1)
+        x = F.interpolate(x, (cfg.target_frame, cfg.n_mels), mode="bicubic", align_corners=True)
+        x = self.patch_embed(self.conv_downsample(x)) + self.pos_embed[:, 1:]
+        x = torch.cat([self.cls_tokens.expand(x.shape[0], -1, -1), x], dim=1)
+        for blk in self.blocks:
+            x = blk(x)
+        dis = self.dis_norm(x[:, 0])
+        doa = self.doa_norm(x[:, 1])
+        cls = self.fc_norm(x[:, 2])
+        return (
+            self.head(cls),
+            self.distance_head(dis),
+            self.azimuth_head(doa),
+            self.elevation_head(doa),
+            torch.stack([dis, doa, cls], dim=1),
+        )
+
+
+def load_checkpoint(model: SageEncoder, state: dict[str, Any], *, strict: bool = True) -> None:
+    """Load a Spatial-AST / SAGE state dict (``{'model': ...}`` wrappers and
+    ``module.`` prefixes accepted; the in-model STFT/mel weights are dropped)."""
+    if "model" in state and isinstance(state["model"], dict):
+        state = state["model"]
+    clean = {}
+    for k, v in state.items():
+        k = k.removeprefix("module.")
+        if not k.startswith(_SKIP_PREFIXES):
+            clean[k] = v
+    model.load_state_dict(clean, strict=strict)
+
+
+def n_parameters(model: nn.Module) -> int:
+    """Trainable parameter count."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
