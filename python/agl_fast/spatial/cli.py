@@ -1,4 +1,7 @@
-"""``agl-fast spatial``: SAGE inference on binaural audio files.
+"""``agl-fast spatial``: scene simulation and SAGE inference.
+
+``agl-fast spatial simulate --scenes N --out DIR`` writes a simulated
+dataset (:mod:`agl_fast.spatial.dataset`).
 
 ``agl-fast spatial infer AUDIO... --model sage.onnx`` prints one JSON line
 per file: azimuth and elevation (degrees), distance (m), the most probable
@@ -20,7 +23,7 @@ from ..exceptions import AglError
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("spatial", help="spatial audio: SAGE inference on binaural clips")
+    p = sub.add_parser("spatial", help="spatial audio: scene simulation, SAGE inference")
     ssub = p.add_subparsers(dest="spatial_command", metavar="ACTION", required=True)
     inf = ssub.add_parser("infer", help="direction, distance and events of binaural clips")
     inf.add_argument("audio", nargs="+", type=Path, help="binaural audio files (or .npy [2, n])")
@@ -32,7 +35,17 @@ def add_parser(sub: Any) -> None:
     inf.add_argument("--top-k", type=int, default=5, help="events reported per clip")
     inf.add_argument("--embeddings", type=Path, help="write each clip's embeddings here")
     inf.add_argument("--threads", type=int, default=None)
-    p.set_defaults(run=run)
+    inf.set_defaults(run=run)
+    sim = ssub.add_parser("simulate", help="simulate binaural scenes, mixtures and QA")
+    sim.add_argument("--scenes", type=int, required=True, help="number of scenes")
+    sim.add_argument("--out", type=Path, required=True, help="output directory")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--sources", nargs="*", type=Path, help="mono source audio files")
+    sim.add_argument("--max-sources", type=int, default=2, choices=(1, 2))
+    sim.add_argument("--seconds", type=float, default=10.0)
+    sim.add_argument("--receiver", choices=("auto", "hrtf", "two_mic"), default="auto")
+    sim.add_argument("--workers", type=int, default=1, help="worker processes")
+    sim.set_defaults(run=run_simulate)
 
 
 def _load(path: Path) -> tuple[np.ndarray, int]:
@@ -64,4 +77,23 @@ def run(args: argparse.Namespace) -> int:
             np.save(out, res.embedding)
             row["embedding"] = str(out)
         print(json.dumps(row))
+    return 0
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from .dataset import build_dataset
+
+    rows = build_dataset(
+        args.out,
+        args.scenes,
+        seed=args.seed,
+        sources=[str(p) for p in args.sources or []],
+        max_sources=args.max_sources,
+        seconds=args.seconds,
+        receiver=args.receiver,
+        workers=args.workers,
+    )
+    n_test = sum(r["split"] == "test" for r in rows)
+    receiver = rows[0]["receiver"] if rows else "-"
+    print(f"{len(rows)} scenes ({n_test} test) in {args.out}, receiver {receiver}")
     return 0

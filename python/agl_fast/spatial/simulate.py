@@ -264,8 +264,13 @@ def simulate_brir(
     hrtf: Hrtf | None = None,
     max_order: int = 3,
     ray_tracing: bool = True,
+    rt_seed: int | None = None,
 ) -> tuple[np.ndarray, str]:
-    """Binaural room impulse response ``[2, L]`` (float32) and the receiver used."""
+    """Binaural room impulse response ``[2, L]`` (float32) and the receiver used.
+
+    ``rt_seed`` seeds the ray tracer (``pyroomacoustics.random.seed``, a
+    global of that library) for a repeatable tail.
+    """
     if receiver not in ("auto", "hrtf", "two_mic"):
         raise ParameterError(f"receiver must be 'auto', 'hrtf' or 'two_mic', got {receiver!r}")
     if receiver != "two_mic" and hrtf is None:
@@ -278,6 +283,8 @@ def simulate_brir(
     frame = _head_frame(spec.yaw_deg)
     centre = np.asarray(spec.listener, dtype=np.float64)
     ears = np.stack([centre + frame[1] * EAR_SPACING / 2, centre - frame[1] * EAR_SPACING / 2], 1)
+    if rt_seed is not None and hasattr(_pra(), "random"):
+        _pra().random.seed(int(rt_seed))
     full = _room(spec, sr, source, ears, ray_tracing, max_order)
     full_rir = _pad_stack([full.rir[0][0], full.rir[1][0]])
     if mode == "two_mic":
@@ -375,8 +382,12 @@ def simulate_scene(
     receiver: str = "auto",
     hrtf: Hrtf | None = None,
     max_order: int = 3,
+    rt_seed: int | None = None,
 ) -> Scene:
-    """Simulate every source of a scene (drawn from a seed if an int is given)."""
+    """Simulate every source of a scene (drawn from a seed if an int is given;
+    that seed also seeds the ray tracer unless ``rt_seed`` is given)."""
+    if rt_seed is None and isinstance(spec_or_seed, int):
+        rt_seed = spec_or_seed
     spec = (
         sample_scene(np.random.default_rng(spec_or_seed), n_sources=n_sources)
         if isinstance(spec_or_seed, int)
@@ -386,8 +397,16 @@ def simulate_scene(
         path = find_sofa()
         hrtf = load_sofa(path, sr) if path is not None else None
     brirs, labels, acoustics, mode = [], [], [], "two_mic"
-    for src in spec.sources:
-        h, mode = simulate_brir(spec, src, sr=sr, receiver=receiver, hrtf=hrtf, max_order=max_order)
+    for k, src in enumerate(spec.sources):
+        h, mode = simulate_brir(
+            spec,
+            src,
+            sr=sr,
+            receiver=receiver,
+            hrtf=hrtf,
+            max_order=max_order,
+            rt_seed=None if rt_seed is None else rt_seed + 7919 * k,
+        )
         brirs.append(h)
         labels.append(bat_labels(spec.listener, spec.yaw_deg, src))
         acoustics.append(_acoustics(h, sr))
