@@ -1,7 +1,8 @@
 """``agl-fast spatial``: scene simulation and SAGE inference.
 
 ``agl-fast spatial simulate --scenes N --out DIR`` writes a simulated
-dataset (:mod:`agl_fast.spatial.dataset`).
+dataset (:mod:`agl_fast.spatial.dataset`); ``agl-fast spatial train --data
+DIR --out RUN`` trains SAGE on it (:mod:`agl_fast.spatial.train`).
 
 ``agl-fast spatial infer AUDIO... --model sage.onnx`` prints one JSON line
 per file: azimuth and elevation (degrees), distance (m), the most probable
@@ -46,6 +47,23 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--receiver", choices=("auto", "hrtf", "two_mic"), default="auto")
     sim.add_argument("--workers", type=int, default=1, help="worker processes")
     sim.set_defaults(run=run_simulate)
+    tr = ssub.add_parser("train", help="train SAGE on a simulated dataset (torch extra)")
+    tr.add_argument("--data", type=Path, required=True, help="a spatial simulate output")
+    tr.add_argument("--out", type=Path, required=True, help="checkpoint and metrics directory")
+    tr.add_argument("--steps", type=int, default=1000)
+    tr.add_argument("--batch-size", type=int, default=16)
+    tr.add_argument("--lr", type=float, default=2.5e-4)
+    tr.add_argument("--warmup", type=int, default=50)
+    tr.add_argument("--depth", type=int, default=4)
+    tr.add_argument("--dim", type=int, default=192, help="embedding width")
+    tr.add_argument("--heads", type=int, default=3)
+    tr.add_argument("--target-frame", type=int, default=1024)
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--checkpoint-every", type=int, default=100)
+    tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    tr.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    tr.add_argument("--export", type=Path, help="also write the trained model as ONNX here")
+    tr.set_defaults(run=run_train)
 
 
 def _load(path: Path) -> tuple[np.ndarray, int]:
@@ -96,4 +114,32 @@ def run_simulate(args: argparse.Namespace) -> int:
     n_test = sum(r["split"] == "test" for r in rows)
     receiver = rows[0]["receiver"] if rows else "-"
     print(f"{len(rows)} scenes ({n_test} test) in {args.out}, receiver {receiver}")
+    return 0
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from ..torch.sage import SageConfig
+    from .train import TrainConfig, train
+
+    mcfg = SageConfig(
+        embed_dim=args.dim, depth=args.depth, num_heads=args.heads, target_frame=args.target_frame
+    )
+    cfg = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        warmup=args.warmup,
+        seed=args.seed,
+        checkpoint_every=args.checkpoint_every,
+    )
+    model, metrics = train(
+        args.data, args.out, model_config=mcfg, config=cfg, resume=args.resume, device=args.device
+    )
+    if args.export:
+        from .infer import export_onnx
+        from .train import load_split
+
+        frames = int(load_split(args.data, "train", None)["x"].shape[2])
+        export_onnx(model, str(args.export), frames=frames)
+    print(json.dumps(metrics))
     return 0
