@@ -99,6 +99,13 @@ def test_sincos_pos_embed_rows_are_distinct_and_bounded():
     assert float(d.min()) > 1e-3
 
 
+@pytest.mark.parametrize("frames", [50, 101, 1001, 1024, 1100])
+def test_time_resize_equals_torch_bicubic(frames):
+    x = torch.randn(2, 4, frames, 128)
+    ref = torch.nn.functional.interpolate(x, (1024, 128), mode="bicubic", align_corners=True)
+    torch.testing.assert_close(SageEncoder(TINY)._resize_time(x), ref, atol=1e-5, rtol=1e-5)
+
+
 def test_forward_shapes_and_gradients():
     model = SageEncoder(TINY).train()
     x = torch.randn(3, 4, 50, 128)

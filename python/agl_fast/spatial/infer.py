@@ -56,6 +56,8 @@ def export_onnx(model: Any, path: str, *, frames: int = 1001, opset: int = 17) -
         # The TorchScript exporter needs no onnxscript; torch flags it and some of
         # its internals as deprecated.
         warnings.simplefilter("ignore", DeprecationWarning)
+        # The frame count is fixed at export (the time-resize matrix is a constant).
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
         torch.onnx.export(
             model,
             (dummy,),

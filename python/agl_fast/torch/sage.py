@@ -5,7 +5,8 @@ log-mel R, mel-projected cos IPD, sin IPD). Forward pass, as in Spatial-AST
 and OWL's SAGE:
 
 1. ``bn``: batch norm without affine parameters of the two log-mel channels;
-2. bicubic resize (``align_corners=True``) to ``target_frame`` (1024) frames;
+2. bicubic resize (``align_corners=True``) to ``target_frame`` (1024) frames
+   (:func:`bicubic_matrix`);
 3. ``conv_downsample``: conv 3x3 (4 -> 1, no bias) + batch norm + GELU;
 4. ``patch_embed``: 16 x 16 patches (stride 16) -> ``embed_dim``;
 5. fixed 2-D sin-cos position embeddings (``pos_embed``, one unused leading
@@ -30,11 +31,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-__all__ = ["SageConfig", "SageEncoder", "load_checkpoint", "n_parameters", "sincos_pos_embed"]
+__all__ = [
+    "SageConfig",
+    "SageEncoder",
+    "bicubic_matrix",
+    "load_checkpoint",
+    "n_parameters",
+    "sincos_pos_embed",
+]
 
 _SKIP_PREFIXES = ("spectrogram_extractor.", "logmel_extractor.")
 
@@ -54,6 +62,29 @@ class SageConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def bicubic_matrix(n_in: int, n_out: int) -> np.ndarray:
+    """Matrix ``[n_out, n_in]`` of PyTorch's bicubic resize along one axis
+    (``align_corners=True``, cubic convolution with ``a = -0.75``, edge
+    indices clamped): ``interpolate(x, mode='bicubic', align_corners=True)``
+    along time equals ``W @ x`` when the other axis keeps its size."""
+    a = -0.75
+    w = np.zeros((n_out, n_in))
+    # Source positions in float32, as PyTorch computes them.
+    f32 = np.float32
+    scale = f32(n_in - 1) / f32(n_out - 1) if n_out > 1 else f32(0.0)
+    for i in range(n_out):
+        src = f32(i) * scale
+        i0 = int(np.floor(src))
+        t = float(src - f32(i0))
+        for k, x in zip((-1, 0, 1, 2), (1 + t, t, 1 - t, 2 - t), strict=True):
+            if x <= 1:
+                c = ((a + 2) * x - (a + 3)) * x * x + 1
+            else:
+                c = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+            w[i, min(max(i0 + k, 0), n_in - 1)] += c
+    return w
 
 
 def sincos_pos_embed(dim: int, grid_t: int, grid_f: int) -> torch.Tensor:
@@ -149,6 +180,7 @@ class SageEncoder(nn.Module):
                 f"{cfg.target_frame} and {cfg.n_mels}"
             )
         self.config = cfg
+        self._resize_cache: dict[int, torch.Tensor] = {}
         d = cfg.embed_dim
         self.bn = nn.BatchNorm2d(2, affine=False)
         self.conv_downsample = nn.Sequential(
@@ -182,10 +214,19 @@ class SageEncoder(nn.Module):
             nn.init.trunc_normal_(h.weight, std=0.02)
             nn.init.zeros_(h.bias)
 
+    def _resize_time(self, x: torch.Tensor) -> torch.Tensor:
+        # The bicubic resize as one matrix product along time (the mel axis
+        # keeps its size, so its weights are the identity): the same values
+        # as F.interpolate, and a MatMul rather than a slow Resize in ONNX.
+        n = int(x.shape[2])
+        if n not in self._resize_cache:
+            w = bicubic_matrix(n, self.config.target_frame)
+            self._resize_cache[n] = torch.from_numpy(w.astype(np.float32))
+        return torch.matmul(self._resize_cache[n].to(x.device, x.dtype), x)
+
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        cfg = self.config
         x = torch.cat([self.bn(features[:, :2]), features[:, 2:]], dim=1)
-        x = F.interpolate(x, (cfg.target_frame, cfg.n_mels), mode="bicubic", align_corners=True)
+        x = self._resize_time(x)
         x = self.patch_embed(self.conv_downsample(x)) + self.pos_embed[:, 1:]
         x = torch.cat([self.cls_tokens.expand(x.shape[0], -1, -1), x], dim=1)
         for blk in self.blocks:
