@@ -167,7 +167,7 @@ def train(
         opt.step()
         step += 1
         if log is not None and step % config.log_every == 0:
-            log(f"step {step} loss {float(loss):.4f} ({time.perf_counter() - t0:.1f} s)")
+            log(f"step {step} loss {float(loss.detach()):.4f} ({time.perf_counter() - t0:.1f} s)")
         if step % config.checkpoint_every == 0 or step == last:
             save()
     model = model.cpu()
