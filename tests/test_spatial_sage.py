@@ -147,6 +147,8 @@ def test_provider_selection():
     )
     with pytest.raises(AglError, match="allow_cpu"):
         infer.select_providers(["CPUExecutionProvider"])
+    with pytest.raises(AglError, match="model file not found"):
+        infer.SageSession("missing.onnx", allow_cpu=True)
     assert infer.select_providers(["CPUExecutionProvider"], allow_cpu=True) == [
         "CPUExecutionProvider"
     ]

@@ -17,11 +17,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..exceptions import AglError, NonFiniteError, ParameterError, ShapeError
+from ..exceptions import AglError, AglIOError, NonFiniteError, ParameterError, ShapeError
 from ..presets import bat
 
 __all__ = [
@@ -147,6 +148,8 @@ class SageSession:
     def __init__(self, model: str, *, allow_cpu: bool = False, n_threads: int | None = None):
         import onnxruntime as ort
 
+        if not Path(model).is_file():
+            raise AglIOError(f"model file not found: {model}")
         providers = select_providers(ort.get_available_providers(), allow_cpu=allow_cpu)
         opts = ort.SessionOptions()
         if n_threads:
