@@ -40,7 +40,16 @@ pub fn ln_inplace(x: &mut [f32]) {
     }
 }
 
+/// Whether this CPU runs AVX2 and FMA (detected once).
+#[cfg(target_arch = "x86_64")]
+pub fn has_avx2_fma() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+}
+
 /// `10 * log10(max(x, floor))` in place; `floor` must be positive.
+#[inline(always)]
 pub fn db10_floor_inplace(x: &mut [f32], floor: f32) {
     let scale = 10.0 * LOG10_E;
     if floor >= f32::MIN_POSITIVE {

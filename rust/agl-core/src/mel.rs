@@ -107,7 +107,7 @@ impl MelBank {
     /// [`MelBank::apply`] on four interleaved spectra at once (`x[k]` holds
     /// bin `k` of each): one pass over the weights with a four-lane
     /// accumulator; `out` is `[4, n_mels]` row-major.
-    #[inline]
+    #[inline(always)]
     pub fn apply_quad(&self, x: &[[f32; 4]], out: &mut [f32]) {
         let nm = self.n_mels;
         for (m, (start, w)) in self.rows.iter().enumerate() {
