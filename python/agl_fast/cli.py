@@ -11,9 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__, _features_cli
+from .alm import cli as _alm_cli
 from .evaluate import cli as _evaluate_cli
 
-_COMMANDS = [_features_cli, _evaluate_cli]
+_COMMANDS = [_features_cli, _evaluate_cli, _alm_cli]
 
 
 def build_parser() -> argparse.ArgumentParser:
