@@ -31,7 +31,7 @@ from agl_fast.exceptions import ParameterError  # noqa: E402
 
 KEY = "sk-test-7f3a9c1e5b2d4f6a8c0e1b3d5f7a9c2e"
 SR = 16000
-FAST = ["--backoff-base", "0.02", "--no-progress", "--timeout", "5"]
+FAST = ["--backoff-base", "0.02", "--no-progress", "--timeout", "5", "--breaker-threshold", "50"]
 
 
 def make_clips(d: Path, n: int) -> tuple[Path, Path, dict[int, str]]:
@@ -106,6 +106,44 @@ def test_backoff_is_bounded_and_jittered():
     d = [ratelimit.backoff_delay(a, 1.0, 8.0, r) for a in range(10) for _ in range(20)]
     assert max(d) <= 8.0 and min(d) >= 0.0
     assert len({round(x, 6) for x in d}) > 100
+
+
+def test_circuit_breaker_opens_and_half_opens():
+    import asyncio
+
+    async def scenario():
+        b = ratelimit.CircuitBreaker(threshold=2, cooldown=0.2)
+        b.failure()
+        assert not b.is_open
+        b.failure()
+        assert b.is_open
+        t0 = time.monotonic()
+        await b.wait()  # the probe goes through after the cooldown
+        waited = time.monotonic() - t0
+        b.failure()  # the probe failed: open again
+        assert b.is_open and b.n_opened == 2
+        await b.wait()
+        b.success()
+        assert not b.is_open
+        t1 = time.monotonic()
+        await b.wait()
+        return waited, time.monotonic() - t1
+
+    waited, closed = asyncio.run(scenario())
+    assert waited >= 0.19 and closed < 0.05
+
+
+def test_token_bucket_rate():
+    import asyncio
+
+    async def scenario():
+        b = ratelimit.TokenBucket(600)  # 10 a second, burst 10
+        t0 = time.monotonic()
+        for _ in range(25):
+            await b.acquire()
+        return time.monotonic() - t0
+
+    assert 1.4 <= asyncio.run(scenario()) < 2.5
 
 
 def test_price_table_and_lookup(tmp_path):
@@ -190,7 +228,7 @@ def test_permanent_errors_recorded_not_retried_and_rerun(server, tmp_path):
     assert query(url, man, audio, out) == 1
     df = table(out).set_index("question_id")
     assert df.loc["k1", "answer_class"] == "error" and "HTTP 400" in df.loc["k1", "error"]
-    assert df.loc["k1", "predicted_latitude"] is None
+    assert df.loc["k1", "predicted_latitude"] != df.loc["k1", "predicted_latitude"]  # null
     assert srv.requests("k1") == 1
     assert query(url, man, audio, out) == 1  # still failed, and not re-sent
     assert srv.requests("k1") == 1  # permanent: a plain rerun does not re-send
@@ -290,7 +328,8 @@ def test_budget_stop_keeps_partial_results(server, tmp_path):
     assert 1 <= len(df) < 8 and (df["answer_class"] == "ok").all()
     assert df["cost_usd"].sum() <= 0.0065
     assert srv.requests() == len(df)
-    assert query(url, man, audio, out, "vllm", "m", "--prices", str(prices)) == 0
+    again = ("--prices", str(prices), "--max-tokens", "100")
+    assert query(url, man, audio, out, "vllm", "m", *again) == 0
     assert len(table(out, "m")) == 8 and srv.requests() == 8
 
 

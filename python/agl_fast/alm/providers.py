@@ -213,6 +213,10 @@ class Provider:
             raise ProviderError(
                 f"{self.name} timeout ({type(exc).__name__})", retryable=True
             ) from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProviderError(
+                f"{self.name}: malformed response ({type(exc).__name__})", retryable=True
+            ) from None
         except httpx.TransportError as exc:
             raise ProviderError(
                 f"{self.name} transport error: {self._scrub(f'{type(exc).__name__}: {exc}')}",
