@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import signal
@@ -171,6 +172,59 @@ def test_judge_score_validation():
     assert judges.validate_scores({"Speech": 7}, cats)[2] == "out_of_range"
     assert judges.validate_scores({"Speech": "high"}, cats)[2] == "out_of_range"
     assert judges.validate_scores(judges.first_json_object("no json here"), cats)[2] == "no_json"
+
+
+def test_prepare_truncates_to_duration_and_size(tmp_path):
+    from agl_fast.alm.audio import prepare
+    from agl_fast.exceptions import AudioDecodeError
+
+    y = 0.1 * np.random.default_rng(3).standard_normal((SR * 2, 2)).astype(np.float32)
+    sf.write(tmp_path / "s.wav", y, SR)
+    a = prepare(tmp_path / "s.wav", "wav", SR, max_seconds=1.5)
+    assert a.truncated and a.seconds_original == 2.0 and a.seconds_sent == 1.5
+    back, sr = sf.read(io.BytesIO(a.data), dtype="float32")
+    assert sr == SR and back.ndim == 1 and len(back) == int(1.5 * SR)
+    # two 16-bit quantisations (the test file, then the encoder): 2 LSB at most
+    np.testing.assert_allclose(back, y[: len(back)].mean(axis=1), atol=2 / 32768 + 1e-6)
+    b = prepare(tmp_path / "s.wav", "flac", 8000, max_bytes=20_000)
+    assert b.truncated and len(b.b64()) <= 20_000 and b.sample_rate == 8000
+    c = prepare(tmp_path / "s.wav", "wav", None)
+    assert not c.truncated and c.seconds_sent == 2.0
+    with pytest.raises(ParameterError, match="'wav' or 'flac'"):
+        prepare(tmp_path / "s.wav", "ogg")
+    (tmp_path / "bad.wav").write_bytes(b"not audio at all")
+    with pytest.raises(AudioDecodeError, match=r"bad\.wav"):
+        prepare(tmp_path / "bad.wav")
+
+
+def test_keys_from_env_or_private_file(tmp_path, monkeypatch):
+    from agl_fast.alm.keys import redact, resolve_key
+
+    monkeypatch.delenv("OPENAI_API_KEY")
+    ini = tmp_path / "no-keys.ini"
+    with pytest.raises(ParameterError, match="OPENAI_API_KEY") as e:
+        resolve_key("openai")
+    assert KEY not in str(e.value)
+    ini.write_text(f"[openai]\napi_key = {KEY}\n")
+    ini.chmod(0o644)
+    with pytest.raises(ParameterError, match="chmod 600"):
+        resolve_key("openai")
+    ini.chmod(0o600)
+    assert resolve_key("openai") == KEY
+    assert resolve_key("vllm") == KEY  # from the environment
+    assert redact(f"bad key {KEY} ...{KEY[-12:]}", KEY) == "bad key *** ...***"
+
+
+def test_truncation_recorded_in_output(server, tmp_path):
+    man, audio, frames = make_clips(tmp_path, 3)
+    srv, url = server(clips=frames)
+    out = tmp_path / "o"
+    assert query(url, man, audio, out, "vllm", "m", "--max-seconds", "0.26") == 0
+    df = table(out, "m").set_index("question_id")
+    assert df["truncated"].tolist() == [False, False, True]
+    assert df.loc["k2", "audio_seconds_sent"] == pytest.approx(0.26)
+    assert df.loc["k2", "audio_seconds_original"] == pytest.approx(0.27)
+    assert {r.clip for r in srv.records} == {"k0", "k1"}  # k2 arrives cut to k1's length
 
 
 def test_manifest_errors(tmp_path):

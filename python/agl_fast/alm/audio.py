@@ -44,13 +44,14 @@ def file_hash(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def _decode(path: Path) -> tuple[np.ndarray, int]:
-    try:
-        from .. import load  # type: ignore[attr-defined]
-    except ImportError:
-        load = None
+def _decode(path: Path, sample_rate: int | None) -> tuple[np.ndarray, int]:
+    """Mono float32 at ``sample_rate`` (None: the file's rate): the package's own
+    decoder when it has one, else soundfile + soxr."""
+    import agl_fast
+
+    load = getattr(agl_fast, "load", None)
     if load is not None:
-        y, sr = load(path)
+        y, sr = load(path, sr=sample_rate, mono=True)
         y = np.asarray(y, dtype=np.float32)
         return (y if y.ndim == 1 else y.mean(axis=0)), int(sr)
     import soundfile as sf
@@ -59,7 +60,13 @@ def _decode(path: Path) -> tuple[np.ndarray, int]:
         data, sr = sf.read(str(path), dtype="float32", always_2d=True)
     except Exception as exc:
         raise AudioDecodeError(f"cannot decode {path.name}: {exc}") from exc
-    return data.mean(axis=1), int(sr)
+    y = data.mean(axis=1)
+    if sample_rate and sample_rate != sr:
+        import soxr
+
+        y = soxr.resample(y, sr, sample_rate).astype(np.float32)
+        sr = int(sample_rate)
+    return y, int(sr)
 
 
 def prepare(
@@ -81,12 +88,7 @@ def prepare(
     p = Path(path)
     if not p.is_file():
         raise AudioDecodeError(f"audio file not found: {p.name}")
-    y, sr = _decode(p)
-    if sample_rate and sample_rate != sr:
-        import soxr
-
-        y = soxr.resample(y, sr, sample_rate).astype(np.float32)
-        sr = int(sample_rate)
+    y, sr = _decode(p, sample_rate)
     seconds = len(y) / sr
     n = len(y)
     if max_seconds is not None:
