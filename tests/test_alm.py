@@ -517,9 +517,16 @@ def test_paper_prompt_end_to_end_real_recordings(server, tmp_path, shared_dir):
     assert info["prompt_id"] == "agl1k-benchmark/v1" and info["params"]["seed"] == 42
     pred = out / "gpt-4o-audio-preview.parquet"
     ev = tmp_path / "ev"
-    assert main(["evaluate", str(pred), "--truth", str(truth), "--mode", "strict",
+    assert main(["evaluate", str(pred), "--truth", str(truth), "--mode", "agl1k",
                  "--out", str(ev), "--n-boot", "0"]) == 0  # fmt: skip
-    rows = pq.read_table(ev / "gpt-4o-audio-preview.strict.rows.parquet").to_pandas()
-    assert len(rows) == 2
-    d = rows.set_index("question_id")["distance_km"]
-    assert d["aporee_26839_30948"] < 5 and d["aporee_5201_6631"] < 15
+    rows = pq.read_table(ev / "gpt-4o-audio-preview.agl1k.rows.parquet").to_pandas()
+    rows = rows.set_index("question_id")
+    assert len(rows) == 2 and not rows["refused"].any() and rows["continent_ok"].all()
+    from geographiclib.geodesic import Geodesic
+
+    for key, lat, lon, true_lat, true_lon in [
+        ("aporee_26839_30948", 31.5085, -9.7595, 31.51633429397, -9.766309261322),
+        ("aporee_5201_6631", 52.52, 13.405, 52.4965138837, 13.428567946),
+    ]:
+        ref = Geodesic.WGS84.Inverse(true_lat, true_lon, lat, lon)["s12"] / 1000
+        assert rows.loc[key, "distance_km"] == pytest.approx(ref, abs=1e-6)
