@@ -369,12 +369,16 @@ def test_request_rate_limit_server_side(server, tmp_path):
     assert starts[-1] - starts[0] >= (12 - 5) / 5 - 0.1
 
 
-def test_budget_stop_keeps_partial_results(server, tmp_path):
+def test_budget_stop_keeps_partial_results(server, tmp_path, capfd):
     man, audio, frames = make_clips(tmp_path, 8)
     srv, url = server(clips=frames, usage=(1000, 100))
     prices = tmp_path / "p.json"
     prices.write_text(json.dumps({"m": {"input": 1.0, "output": 10.0}}))  # $0.002 an answer
     out = tmp_path / "o"
+    assert query(url, man, audio, out, "vllm", "m", "--prices", str(prices), "--dry-run") == 0
+    assert srv.requests() == 0 and "8 to send" in capfd.readouterr().err
+    with pytest.raises(ParameterError, match="needs a price"):
+        query(url, man, audio, out, "openai", "other-model", "--max-cost", "1")
     code = query(url, man, audio, out, "vllm", "m", "--concurrency", "1", "--prices",
                  str(prices), "--max-cost", "0.0065", "--max-tokens", "100")  # fmt: skip
     assert code == 3

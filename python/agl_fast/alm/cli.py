@@ -125,7 +125,7 @@ def _exit(summary: Any, n_errors: int | None = None) -> int:
 def run_query(args: argparse.Namespace) -> int:
     from ..exceptions import ParameterError
     from . import cost, query
-    from .keys import resolve_key
+    from .keys import redact, resolve_key
     from .prompts import get_template
     from .providers import CAPABILITIES, make_provider
     from .runner import AudioOptions, Engine
@@ -194,7 +194,7 @@ def run_query(args: argparse.Namespace) -> int:
         {
             "provider": args.provider,
             "model": args.model,
-            "base_url": provider.base_url,
+            "base_url": redact(provider.base_url, key),
             "prompt_id": tmpl.id,
             "prompt_hash": tmpl.sha256,
             "params": params,
