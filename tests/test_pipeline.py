@@ -73,9 +73,12 @@ def test_bad_inputs_give_rows_not_crashes(corpus: Path, tmp_path: Path) -> None:
         assert r["error_type"] == EXPECTED_ERRORS.get(key), key
         if r["error_type"] is None:
             assert r["sr"] == 16000 and r["duration"] > 0
-            assert r["error_message"] is None and r["passed"]
+            assert r["error_message"] is None
+            # Decoded rows pass or fail on the quality filters alone.
+            assert r["passed"] == r["quality_pass"], key
         else:
             assert key in r["error_message"] and not r["passed"]
+    assert not rows["silent.wav"]["passed"] and rows["silent.wav"]["reasons"]
     assert rows["eight.wav"]["channels"] == 8
     assert rows["one.wav"]["frames"] == 2  # ceil(1 * 16000 / 8000)
     assert rows["long.wav"]["truncated"] and rows["long.wav"]["duration"] == pytest.approx(60.0)

@@ -10,9 +10,13 @@ import numpy.typing as npt
 __version__: str
 __all__ = [
     "__version__",
+    "acoustic_complexity",
     "bat",
     "default_threads",
+    "edc",
+    "edc_distance",
     "efficientat",
+    "fftconvolve",
     "geo_summary",
     "geodesic",
     "geoscore",
@@ -23,7 +27,11 @@ __all__ = [
     "load_many",
     "mel_filterbank",
     "melspectrogram",
+    "quality_metrics",
     "resample_array",
+    "rms",
+    "room_parameters",
+    "spectral_flatness",
     "spectrogram",
     "stft",
     "to_db",
@@ -178,6 +186,7 @@ def geo_summary(
     max_score: float = ...,
     n_threads: int | None = None,
 ) -> tuple[int, int, float, float, npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+
 # --- audio ----------------------------------------------------------------
 def load(
     path: str | os.PathLike[str],
@@ -198,6 +207,22 @@ def load_many(
     duration: float | None = None,
     max_duration: float | None = None,
     res_type: str = "hq",
+    n_threads: int | None = None,
+) -> tuple[
+    npt.NDArray[np.float32],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint64],
+    list[int],
+    list[int],
+    list[int],
+    list[bool],
+    list[str | None],
+    list[str | None],
+]: ...
+def resample_array(
+    y: npt.NDArray[np.float32], orig_sr: int, target_sr: int, res_type: str = "hq"
+) -> npt.NDArray[np.float32]: ...
+
 # --- quality --------------------------------------------------------------
 def quality_metrics(
     signals: Any,
@@ -267,15 +292,5 @@ def fftconvolve(
     npt.NDArray[np.float32],
     npt.NDArray[np.uint64],
     npt.NDArray[np.uint64],
-    list[int],
-    list[int],
-    list[int],
-    list[bool],
-    list[str | None],
-    list[str | None],
-]: ...
-def resample_array(
-    y: npt.NDArray[np.float32], orig_sr: int, target_sr: int, res_type: str = "hq"
-) -> npt.NDArray[np.float32]: ...
     npt.NDArray[np.uint64],
 ]: ...
