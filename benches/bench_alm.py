@@ -36,7 +36,7 @@ ANSWER = json.dumps(
         "continent": "Africa",
         "longitude": -9.77,
         "latitude": 31.51,
-    }  # fmt: skip
+    }
 )
 
 
@@ -106,9 +106,10 @@ def harness(d: Path, url: str, concurrency: int, out: Path) -> float:
     from agl_fast.cli import main
 
     t0 = time.perf_counter()
-    code = main(["query", "--provider", "vllm", "--model", "m", "--manifest",
-                 str(d / "manifest.csv"), "--audio-dir", str(d), "--out", str(out),
-                 "--base-url", url, "--concurrency", str(concurrency), "--no-progress"])  # fmt: skip
+    args = ["query", "--provider", "vllm", "--model", "m", "--manifest", str(d / "manifest.csv"),
+            "--audio-dir", str(d), "--out", str(out), "--base-url", url,
+            "--concurrency", str(concurrency), "--no-progress"]  # fmt: skip
+    code = main(args)
     if code != 0:
         raise SystemExit(f"query failed with status {code}")
     return time.perf_counter() - t0
