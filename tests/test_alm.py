@@ -357,6 +357,21 @@ def test_concurrency_limit_server_side(server, tmp_path):
     assert srv.max_inflight == 3
 
 
+def test_circuit_breaker_pauses_requests(server, tmp_path):
+    man, audio, frames = make_clips(tmp_path, 2)
+    srv, url = server(clips=frames, faults={"*": ["503"] * 4})
+    out = tmp_path / "o"
+    assert query(url, man, audio, out, "vllm", "m", "--concurrency", "1",
+                 "--breaker-threshold", "3", "--breaker-cooldown", "0.5") == 0  # fmt: skip
+    starts = sorted(r.t_start for r in srv.records)
+    gaps = np.diff(starts)
+    # three quick failures open the breaker; the probe after the cooldown fails
+    # and opens it again; the next probe succeeds
+    assert len(starts) == 6 and max(gaps[:2]) < 0.45
+    assert gaps[2] >= 0.45 and gaps[3] >= 0.45
+    assert (table(out, "m")["answer_class"] == "ok").all()
+
+
 def test_request_rate_limit_server_side(server, tmp_path):
     man, audio, frames = make_clips(tmp_path, 12)
     srv, url = server(clips=frames)
