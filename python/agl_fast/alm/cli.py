@@ -42,8 +42,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true")
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``query`` and ``judge``."""
+def add_query_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``query``."""
     q: argparse.ArgumentParser = subparsers.add_parser(
         "query", help="query an audio-language model over a manifest (resumable)"
     )
@@ -61,6 +61,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     q.add_argument("--dry-run", action="store_true", help="print the estimate and stop")
     _common(q)
     q.set_defaults(run=run_query)
+    return q
+
+
+def add_judge_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``judge``."""
     j: argparse.ArgumentParser = subparsers.add_parser(
         "judge", help="score category contributions of reasoning texts with judge models"
     )
@@ -74,7 +79,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     j.add_argument("--prompt", default="agl1k-contribution/v1")
     _common(j)
     j.set_defaults(run=run_judge)
-    return q
+    return j
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:
