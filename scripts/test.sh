@@ -70,3 +70,4 @@ cd "$ROOT"
 
 step "performance gate (ratios against the references, same run)"
 "$PY" benches/bench_features.py --quick --gate
+"$PY" benches/bench_alm.py --quick --gate 1.5

@@ -32,6 +32,16 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "score prediction files against the AGL1K ground truth",
         "evaluate",
     ),
+    "query": (
+        "agl_fast.alm.query_cli",
+        "query an audio-language model over a manifest (resumable)",
+        "alm",
+    ),
+    "judge": (
+        "agl_fast.alm.judge_cli",
+        "score category contributions of reasoning texts with judge models",
+        "alm",
+    ),
 }
 
 
