@@ -14,6 +14,20 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "system packages (apt)"
+# The game's end-to-end test drives Debian's headless chromium through
+# chromium-driver; its database test starts a throwaway PostgreSQL cluster
+# with initdb/pg_ctl. Installed once (needs root); otherwise those tests skip.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null \
+  || ! { command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; }; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver postgresql >/dev/null
+  else
+    echo "chromium, chromium-driver or postgresql missing and not root: their tests will skip"
+  fi
+fi
+
 step "python environment ($VENV)"
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
