@@ -42,9 +42,12 @@ def browser():
         "--disable-dev-shm-usage",
         "--mute-audio",
         "--autoplay-policy=no-user-gesture-required",
-        "--window-size=412,1400",
     ):
         opts.add_argument(arg)
+    # a phone: 412 x 915 CSS px, touch
+    opts.add_experimental_option(
+        "mobileEmulation", {"deviceMetrics": {"width": 412, "height": 915, "pixelRatio": 2.0}}
+    )
     drv = webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=DRIVER))
     drv.set_page_load_timeout(30)
     try:
@@ -74,8 +77,9 @@ def test_round_in_a_phone_sized_browser(browser, tmp_path):
         assert (
             drv.execute_script("return document.querySelectorAll('#countries path').length") > 150
         )
+        inner = drv.execute_script("return window.innerWidth")
         width = drv.execute_script("return document.documentElement.scrollWidth")
-        assert width <= 412, f"page is {width} px wide on a 412 px screen"
+        assert inner == 412 and width <= inner, f"page is {width} px wide on a {inner} px screen"
 
         # play the clip streamed from the server, then seek into it
         drv.execute_script("document.getElementById('audio').play()")

@@ -13,6 +13,7 @@ import glob
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def _pg_bin(name: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def pg_url(tmp_path_factory) -> Iterator[str]:
+def pg_url() -> Iterator[str]:
     url = os.environ.get("AGL_FAST_TEST_PG_URL")
     if url:
         yield url
@@ -56,31 +57,35 @@ def pg_url(tmp_path_factory) -> Iterator[str]:
     if initdb is None or pg_ctl is None:
         pytest.skip("no PostgreSQL: set AGL_FAST_TEST_PG_URL or apt-get install postgresql")
     prefix: list[str] = []
-    root = Path(tmp_path_factory.mktemp("pg"))
+    # A fresh directory straight under the system temp dir: reachable by the
+    # cluster's owner (pytest keeps its own base directory private).
+    root = Path(tempfile.mkdtemp(prefix="agl-fast-pg-"))
     if os.geteuid() == 0:
         runuser = shutil.which("runuser")
         if runuser is None or subprocess.run(["id", "postgres"], capture_output=True).returncode:
+            shutil.rmtree(root)
             pytest.skip("running as root without a postgres user to own the cluster")
         prefix = [runuser, "-u", "postgres", "--"]
         shutil.chown(root, "postgres")
-        root.chmod(0o700)
-        parent = root.parent
-        while parent != parent.parent:  # let postgres reach the directory
-            parent.chmod(parent.stat().st_mode | 0o011)
-            parent = parent.parent
     data, port = root / "data", free_port()
-    run = lambda *a: subprocess.run([*prefix, *a], capture_output=True, text=True, timeout=120)  # noqa: E731
+
+    def run(*a: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*prefix, *a], capture_output=True, text=True, timeout=120, cwd=root)
+
     r = run(initdb, "-D", str(data), "-A", "trust", "-U", "game", "--no-sync", "-E", "UTF8")
     if r.returncode:
+        shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"initdb failed: {r.stderr[-500:]}")
     opts = f"-h 127.0.0.1 -p {port} -k {root} -F"
     r = run(pg_ctl, "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start")
     if r.returncode:
+        shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"pg_ctl start failed: {r.stderr[-500:]}")
     try:
         yield f"postgresql+psycopg://game@127.0.0.1:{port}/postgres"
     finally:
         run(pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_round_on_postgres(pg_url, tmp_path):

@@ -17,11 +17,13 @@ rate limited per client address (token bucket).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import secrets
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -393,6 +395,12 @@ def create_app(config: GameConfig) -> ASGIApp:
         Route("/api/leaderboard", leaderboard),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.game = game
     return RateLimiter(app, config.rate_per_s, config.burst)

@@ -19,7 +19,6 @@ from sqlalchemy import (
     Engine,
     Float,
     ForeignKey,
-    Index,
     Integer,
     MetaData,
     String,
@@ -81,7 +80,8 @@ def _v1_tables(conn: Connection) -> None:
 
 
 def _v2_clip_index(conn: Connection) -> None:
-    Index("ix_guesses_clip_key", guesses.c.clip_key).create(conn)
+    # Plain DDL: an Index object would attach itself to the table definition.
+    conn.execute(text("CREATE INDEX ix_guesses_clip_key ON guesses (clip_key)"))
 
 
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [

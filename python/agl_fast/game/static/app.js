@@ -102,7 +102,7 @@
 
   function loadClip() {
     const clip = state.round.clips[state.index];
-    state.guess = null; state.done = false;
+    state.guess = null; state.done = false; state.cursor = { lat: 0, lon: 0 };
     overlay.replaceChildren();
     audio.src = clip.audio;
     $("status").textContent = "Clip " + (state.index + 1) + " of " + state.round.clips.length +
@@ -126,6 +126,8 @@
     });
     marker("guess", rv.guess.lat, rv.guess.lon);
     marker("truth", t.lat, t.lon, 2.8);
+    $("coords").textContent = "On the map: your guess (blue dot), the recording place (green dot), " +
+      "the models' guesses (squares).";
     $("answer").textContent = "Recorded in " + (place(t) || "an unnamed place") + " (" + fmtLat(t.lat) +
       ", " + fmtLon(t.lon) + "). Your guess was " + fmtKm(rv.distance_km) + " away: GeoScore " +
       Math.round(rv.geoscore) + ".";
