@@ -101,7 +101,7 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def _distance(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-    return float(haversine([lat1], [lon1], [lat2], [lon2])[0])
+    return float(haversine([lat1], [lon1], [lat2], [lon2], n_threads=1)[0])
 
 
 def _score(d_km: float) -> float:
@@ -120,6 +120,9 @@ class Game:
 
     def __init__(self, config: GameConfig, engine: Engine) -> None:
         self.config, self.engine, self.cat = config, engine, config.catalogue
+        # SQLite has one writer at a time: queueing writers on a lock here is
+        # much faster than letting them spin on the database's busy handler.
+        self._write_lock = threading.Lock() if engine.dialect.name == "sqlite" else None
         self.rng = secrets.SystemRandom() if config.seed is None else None
         self._seeded = None
         if config.seed is not None:
@@ -147,6 +150,10 @@ class Game:
                     }
                 )
             self.model_rows[key] = rows
+
+    def writing(self) -> contextlib.AbstractContextManager[Any]:
+        """Context of a write transaction (serialized on SQLite)."""
+        return self._write_lock if self._write_lock is not None else contextlib.nullcontext()
 
     def sample(self, n: int) -> list[str]:
         keys = sorted(self.cat.clips)
@@ -234,7 +241,7 @@ def create_app(config: GameConfig) -> ASGIApp:
         keys = game.sample(n)
 
         def write() -> None:
-            with engine.begin() as conn:
+            with game.writing(), engine.begin() as conn:
                 if (
                     new
                     or conn.execute(select(players.c.id).where(players.c.id == pid)).first() is None
@@ -321,7 +328,7 @@ def create_app(config: GameConfig) -> ASGIApp:
             d = _distance(lat, lon, clip.lat, clip.lon)
             s = _score(d)
             try:
-                with engine.begin() as conn:
+                with game.writing(), engine.begin() as conn:
                     conn.execute(
                         insert(guesses).values(
                             player_id=r["player_id"],
