@@ -378,3 +378,58 @@ def test_export_is_scored_by_evaluate_as_human(client, demo, db_file, tmp_path, 
     engine = make_engine(f"sqlite:///{db_file}")
     assert export_guesses(engine, tmp_path / "again.parquet") == 5
     engine.dispose()
+
+
+# ---- real data and the command line -------------------------------------------------------
+
+
+def test_real_recordings_and_model_answers(shared_dir, tmp_path):
+    d = shared_dir / "agl1k"
+    cat = load_catalogue(d / "geoLocalization_schema.csv", d, d)
+    assert sorted(cat.clips) == ["aporee_26839_30948", "aporee_5201_6631"]
+    assert cat.clips["aporee_26839_30948"].country == "Morocco"
+    # the answers as the raw JSONL gives them
+    raw = {}
+    with (d / "gemini-3-pro-preview_seed_42_ABCD.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            raw[str(rec["question_id"])] = rec
+    gem = cat.models["aporee_26839_30948"]["gemini-3-pro-preview"]
+    assert gem.lat == pytest.approx(float(raw["aporee_26839_30948"]["predicted_latitude"]))
+    assert gem.reasoning == raw["aporee_26839_30948"]["model_output"]
+    app = create_app(GameConfig(catalogue=cat, db_url=f"sqlite:///{tmp_path / 'g.sqlite'}"))
+    with TestClient(app) as c:
+        rnd = c.post("/api/rounds", json={"n": 2}).json()
+        key = rnd["clips"][0]["key"]
+        part = c.get(f"/api/clips/{key}/audio", headers={"Range": "bytes=0-1023"})
+        assert part.status_code == 206 and part.headers["content-type"] == "audio/mpeg"
+        assert part.content == cat.clips[key].path.read_bytes()[:1024]
+        rv = c.post(
+            "/api/guesses", json={"round_id": rnd["round_id"], "key": key, "lat": 48.0, "lon": 2.0}
+        ).json()
+        names = {m["model"] for m in rv["models"]}
+        assert "qwen25-omni" in names
+        t = cat.clips[key]
+        assert rv["distance_km"] == pytest.approx(ref_haversine(48.0, 2.0, t.lat, t.lon), abs=0.06)
+
+
+def test_serve_command_line_errors(demo, capsys):
+    from agl_fast.cli import main
+
+    assert main(["serve", "--truth", str(demo[0])]) == 2
+    assert "--audio-dir is required" in capsys.readouterr().err
+    assert main(["serve", "--demo", "--audio-dir", str(demo[1])]) == 2
+    capsys.readouterr()
+    assert main(["serve", "--truth", str(demo[0]), "--audio-dir", str(demo[1] / "missing")]) == 2
+    assert "audio directory not found" in capsys.readouterr().err
+
+
+def test_cli_does_not_load_the_web_stack():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agl_fast.cli; agl_fast.cli.build_parser(); "
+        "assert not {'starlette', 'sqlalchemy', 'uvicorn'} & set(sys.modules), sys.modules.keys()"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

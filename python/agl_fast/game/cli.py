@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
+    from ..exceptions import ParameterError
     from .app import GameConfig, create_app
     from .clips import load_catalogue, write_demo
 
@@ -69,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
         if args.audio_dir is None:
             print("--audio-dir is required with --truth", file=sys.stderr)
             return 2
-        cat = load_catalogue(args.truth, args.audio_dir, args.predictions)
+        try:
+            cat = load_catalogue(args.truth, args.audio_dir, args.predictions)
+        except ParameterError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     config = GameConfig(
         catalogue=cat,
         db_url=args.db,
