@@ -137,6 +137,18 @@ def test_guess_reveals_truth_distance_geoscore_and_models(client, db_file):
     assert again.status_code == 200 and again.json()["distance_km"] == rv["distance_km"]
 
 
+def test_new_rounds_prefer_clips_not_yet_guessed(client):
+    first = start(client, n=3)
+    for c in first["clips"]:
+        body = {"round_id": first["round_id"], "key": c["key"], "lat": 0.0, "lon": 0.0}
+        assert client.post("/api/guesses", json=body).status_code == 201
+    second = start(client, n=3)
+    keys1 = {c["key"] for c in first["clips"]}
+    keys2 = [c["key"] for c in second["clips"]]
+    assert len(set(keys2)) == 3
+    assert set(TRUTH) - keys1 <= set(keys2)  # both unseen clips come first
+
+
 def test_full_round_and_leaderboard_on_same_clips(client):
     rnd = start(client, n=3)
     total = 0.0
@@ -332,22 +344,37 @@ def test_export_is_scored_by_evaluate_as_human(client, demo, db_file, tmp_path, 
     from agl_fast.evaluate.readers import model_name, read_predictions
 
     truth = demo[0]
-    for _ in range(2):  # two rounds by one player, then a second player
-        rnd = start(client, n=5)
-        for c in rnd["clips"]:
-            tlat, tlon, *_ = TRUTH[c["key"]]
-            client.post(
-                "/api/guesses",
-                json={"round_id": rnd["round_id"], "key": c["key"], "lat": tlat + 2.0, "lon": tlon},
-            )
+
+    def play(c, dlat):
+        rnd = start(c, n=5)
+        for clip in rnd["clips"]:
+            tlat, tlon, *_ = TRUTH[clip["key"]]
+            body = {
+                "round_id": rnd["round_id"],
+                "key": clip["key"],
+                "lat": tlat + dlat,
+                "lon": tlon,
+            }
+            assert c.post("/api/guesses", json=body).status_code == 201
+
+    play(client, 2.0)
+    play(client, 0.0)  # the same player again, after seeing the answers: not counted
+    with make_client(demo, db_file) as other:
+        play(other, 4.0)
+    assert n_guesses(db_file) == 15
     out = tmp_path / "Human.parquet"
     assert main(["serve", "--db", f"sqlite:///{db_file}", "--export", str(out)]) == 0
     df, rep = read_predictions(out)
     assert model_name(out) == "Human" and rep.n_rows == 5 and (df["n_guesses"] == 2).all()
     for rec in df.to_dict("records"):
         tlat, tlon, *_ = TRUTH[rec["question_id"]]
-        assert rec["predicted_latitude"] == pytest.approx(tlat + 2.0, abs=1e-6)
+        # the spherical mean of tlat + 2 and tlat + 4 on one meridian is tlat + 3
+        assert rec["predicted_latitude"] == pytest.approx(tlat + 3.0, abs=1e-6)
         assert rec["predicted_longitude"] == pytest.approx(tlon, abs=1e-6)
+    board = client.get("/api/leaderboard").json()
+    me = next(e for e in board["entries"] if e["me"])
+    d2 = np.mean([ref_haversine(t[0] + 2.0, t[1], t[0], t[1]) for t in TRUTH.values()])
+    assert me["n"] == 5 and me["distance_km"] == pytest.approx(d2, abs=0.1)
     capsys.readouterr()
     assert (
         main(
@@ -366,15 +393,17 @@ def test_export_is_scored_by_evaluate_as_human(client, demo, db_file, tmp_path, 
         )
         == 0
     )
-    board = capsys.readouterr().out
-    assert "Human" in board
+    assert "Human" in capsys.readouterr().out
     import pandas as pd
+    from geographiclib.geodesic import Geodesic
 
     m = pd.read_parquet(tmp_path / "ev" / "metrics.parquet")
-    row = m[(m["model"] == "Human")]
-    assert not row.empty
-    d = np.mean([ref_haversine(t[0] + 2.0, t[1], t[0], t[1]) for t in TRUTH.values()])
-    assert d == pytest.approx(222.4, abs=0.5)
+    m = m[(m["model"] == "Human") & (m["subset"] == "all")].set_index("metric")
+    d = [Geodesic.WGS84.Inverse(t[0] + 3.0, t[1], t[0], t[1])["s12"] / 1e3 for t in TRUTH.values()]
+    assert m.loc["mean_distance_km", "value"] == pytest.approx(np.mean(d), rel=1e-6)
+    expect = np.mean(5000 * np.exp(-np.asarray(d) / 1492.7))
+    assert m.loc["geoscore", "value"] == pytest.approx(expect, rel=1e-6)
+    assert m.loc["geoscore", "ci_low"] <= m.loc["geoscore", "value"] <= m.loc["geoscore", "ci_high"]
     engine = make_engine(f"sqlite:///{db_file}")
     assert export_guesses(engine, tmp_path / "again.parquet") == 5
     engine.dispose()

@@ -155,13 +155,16 @@ class Game:
         """Context of a write transaction (serialized on SQLite)."""
         return self._write_lock if self._write_lock is not None else contextlib.nullcontext()
 
-    def sample(self, n: int) -> list[str]:
-        keys = sorted(self.cat.clips)
-        n = max(1, min(n, len(keys)))
-        if self._seeded is not None:
-            return self._seeded.sample(keys, n)
-        assert self.rng is not None
-        return self.rng.sample(keys, n)
+    def sample(self, n: int, seen: set[str] | None = None) -> list[str]:
+        """``n`` distinct clips, those the player has not guessed yet first."""
+        seen = seen or set()
+        fresh = sorted(k for k in self.cat.clips if k not in seen)
+        old = sorted(k for k in self.cat.clips if k in seen)
+        n = max(1, min(n, len(fresh) + len(old)))
+        rng: Any = self._seeded if self._seeded is not None else self.rng
+        if len(fresh) >= n:
+            return list(rng.sample(fresh, n))
+        return list(rng.sample(fresh, len(fresh))) + list(rng.sample(old, n - len(fresh)))
 
     def reveal(self, clip: Clip, lat: float, lon: float, d: float, s: float) -> dict[str, Any]:
         return {
@@ -238,9 +241,15 @@ def create_app(config: GameConfig) -> ASGIApp:
         if pid is None:
             pid, new = secrets.token_hex(16), True
         rid = secrets.token_hex(16)
-        keys = game.sample(n)
+        keys: list[str] = []
 
         def write() -> None:
+            seen: set[str] = set()
+            if not new:
+                with engine.connect() as conn:
+                    q = select(guesses.c.clip_key).where(guesses.c.player_id == pid).distinct()
+                    seen = {r[0] for r in conn.execute(q)}
+            keys[:] = game.sample(n, seen)
             with game.writing(), engine.begin() as conn:
                 if (
                     new

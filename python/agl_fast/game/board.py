@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,22 @@ from .db import guesses
 
 if TYPE_CHECKING:
     from .app import Game
+
+
+def first_guesses(rows: Sequence[Any]) -> list[Any]:
+    """Keep each player's first guess of each clip (rows ordered by id, player and clip first).
+
+    A player may meet a clip again in a later round, after its answer was
+    shown; only the first, blind guess counts for rankings and the export.
+    """
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for r in rows:
+        k = (r[0], r[1])
+        if k not in seen:
+            seen.add(k)
+            out.append(r)
+    return out
 
 
 def board(game: Game, keys: list[str] | None, me: str | None) -> dict[str, Any]:
@@ -32,7 +49,7 @@ def board(game: Game, keys: list[str] | None, me: str | None) -> dict[str, Any]:
     if keys is not None:
         q = q.where(guesses.c.clip_key.in_(keys))
     with game.engine.connect() as conn:
-        rows = conn.execute(q).all()
+        rows = first_guesses(conn.execute(q.order_by(guesses.c.id)).all())
     per: dict[str, list[tuple[float, float]]] = defaultdict(list)
     clips: set[str] = set()
     for pid, key, d, s in rows:
@@ -98,21 +115,22 @@ def export_guesses(engine: Engine, path: str | Path) -> int:
     """Write all guesses as a "Human" prediction file; returns the number of clips.
 
     One row per clip (the evaluator keeps one answer per ``question_id``):
-    the crowd's guess, the spherical mean of every player's guess for that
-    clip, with ``n_guesses`` beside it. Coordinates only: people click a
-    point, so the city/country/continent columns are empty.
+    the crowd's guess, the spherical mean of every player's first guess for
+    that clip, with ``n_guesses`` (the number of players) beside it.
+    Coordinates only: people click a point, so the city, country and
+    continent columns are empty.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     with engine.connect() as conn:
         rows = conn.execute(
-            select(guesses.c.clip_key, guesses.c.latitude, guesses.c.longitude).order_by(
-                guesses.c.clip_key, guesses.c.id
-            )
+            select(
+                guesses.c.player_id, guesses.c.clip_key, guesses.c.latitude, guesses.c.longitude
+            ).order_by(guesses.c.id)
         ).all()
     by_clip: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for key, lat, lon in rows:
+    for _, key, lat, lon in first_guesses(rows):
         by_clip[key].append((lat, lon))
     cols: dict[str, list[Any]] = defaultdict(list)
     for key, pts in sorted(by_clip.items()):
