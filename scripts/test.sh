@@ -41,6 +41,15 @@ if [ "${AGL_FAST_SKIP_TORCH:-0}" != "1" ]; then
   "$PY" -c "import torch, torchaudio" 2>/dev/null || "$PY" -m pip install -q -r requirements/torch.txt
 fi
 
+# ffmpeg is the reference decoder of the MP3/AAC/Vorbis parity tests (they
+# skip without it).
+if ! command -v ffmpeg >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+   && [ "$(id -u)" = 0 ]; then
+  step "ffmpeg and lame (decoder parity references)"
+  { apt-get update -q >/dev/null && apt-get install -y -q ffmpeg lame >/dev/null; } \
+    || echo "ffmpeg not installed: its tests will skip"
+fi
+
 step "rust: fmt, clippy, unit tests"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --profile dev-release -- -D warnings

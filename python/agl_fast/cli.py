@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from . import __version__, _features_cli
 from .evaluate import cli as _evaluate_cli
 from .game import cli as _game_cli
+from .pipeline import cli as _curate_cli
 
-_COMMANDS = [_features_cli, _evaluate_cli, _game_cli]
+_COMMANDS = [_curate_cli, _features_cli, _evaluate_cli, _game_cli]
 
 
 def build_parser() -> argparse.ArgumentParser:
