@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import random
 import secrets
 import threading
 import time
@@ -31,6 +32,7 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -123,12 +125,9 @@ class Game:
         # SQLite has one writer at a time: queueing writers on a lock here is
         # much faster than letting them spin on the database's busy handler.
         self._write_lock = threading.Lock() if engine.dialect.name == "sqlite" else None
-        self.rng = secrets.SystemRandom() if config.seed is None else None
-        self._seeded = None
-        if config.seed is not None:
-            import random
-
-            self._seeded = random.Random(config.seed)
+        self.rng: random.Random = (
+            secrets.SystemRandom() if config.seed is None else random.Random(config.seed)
+        )
         self.model_rows: dict[str, list[dict[str, Any]]] = {}
         for key, clip in self.cat.clips.items():
             rows = []
@@ -161,10 +160,9 @@ class Game:
         fresh = sorted(k for k in self.cat.clips if k not in seen)
         old = sorted(k for k in self.cat.clips if k in seen)
         n = max(1, min(n, len(fresh) + len(old)))
-        rng: Any = self._seeded if self._seeded is not None else self.rng
         if len(fresh) >= n:
-            return list(rng.sample(fresh, n))
-        return list(rng.sample(fresh, len(fresh))) + list(rng.sample(old, n - len(fresh)))
+            return self.rng.sample(fresh, n)
+        return self.rng.sample(fresh, len(fresh)) + self.rng.sample(old, n - len(fresh))
 
     def reveal(self, clip: Clip, lat: float, lon: float, d: float, s: float) -> dict[str, Any]:
         return {
@@ -261,8 +259,6 @@ def create_app(config: GameConfig) -> ASGIApp:
                         id=rid, player_id=pid, clip_keys=json.dumps(keys), created_at=now()
                     )
                 )
-
-        from starlette.concurrency import run_in_threadpool
 
         await run_in_threadpool(write)
         body = {
@@ -365,8 +361,6 @@ def create_app(config: GameConfig) -> ASGIApp:
                 "max_score": 5000 * len(r["keys"]),
             }
             return JSONResponse(out, status_code=201)
-
-        from starlette.concurrency import run_in_threadpool
 
         return await run_in_threadpool(write)
 
