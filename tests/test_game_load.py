@@ -46,7 +46,9 @@ async def _player(base: str, seed: int, stop: float, lat_ms: list[float], errors
                 return None
             return r
 
-        while time.monotonic() < stop:
+        first = True
+        while first or time.monotonic() < stop:  # at least one round each
+            first = False
             r = await call("POST", "/api/rounds", json={"n": 3})
             if r is None:
                 return stored

@@ -217,11 +217,12 @@ def create_app(config: GameConfig) -> ASGIApp:
     migrate(engine)
     game = Game(config, engine)
 
-    def index(request: Request) -> Response:
-        html = (STATIC / "index.html").read_text(encoding="utf-8")
+    html = (STATIC / "index.html").read_text(encoding="utf-8")
+
+    async def index(request: Request) -> Response:
         return Response(html, media_type="text/html", headers={"Content-Security-Policy": CSP})
 
-    def audio(request: Request) -> Response:
+    async def audio(request: Request) -> Response:
         clip = game.cat.clips.get(request.path_params["key"])
         if clip is None:
             return _error(404, "unknown clip")
@@ -391,7 +392,7 @@ def create_app(config: GameConfig) -> ASGIApp:
             keys = r["keys"]
         return JSONResponse(board(game, keys, _player_id(request)))
 
-    def health(request: Request) -> Response:
+    async def health(request: Request) -> Response:
         return JSONResponse({"ok": True, "clips": len(game.cat.clips)})
 
     routes = [
