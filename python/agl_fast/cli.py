@@ -42,6 +42,11 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "score category contributions of reasoning texts with judge models",
         "alm",
     ),
+    "serve": (
+        "agl_fast.game.cli",
+        "run the listening game: people guess where clips were recorded",
+        "game",
+    ),
 }
 
 
