@@ -1,0 +1,1 @@
+"""PyTorch models (the ``torch`` extra). Importing a submodule imports torch."""
