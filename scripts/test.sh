@@ -27,6 +27,12 @@ if [ "${AGL_FAST_SKIP_TORCH:-0}" != "1" ]; then
   "$PY" -c "import torch, torchaudio" 2>/dev/null || "$PY" -m pip install -q -r requirements/torch.txt
 fi
 
+step "system packages"
+# espeak-ng: real synthetic speech for the speech-tagger tests (tests/test_tagging_speech.py)
+command -v espeak-ng >/dev/null || apt-get install -y -q espeak-ng >/dev/null \
+  || { apt-get update -q >/dev/null && apt-get install -y -q espeak-ng >/dev/null; } \
+  || echo "espeak-ng could not be installed: the speech-tagger tests will skip"
+
 step "rust: fmt, clippy, unit tests"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --profile dev-release -- -D warnings

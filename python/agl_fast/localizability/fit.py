@@ -191,9 +191,9 @@ def score(
     return lk, lk > weights.theta
 
 
-def fractions_matrix(table: pa.Table, categories: Sequence[str] | None = None) -> tuple[
-    np.ndarray, tuple[str, ...]
-]:
+def fractions_matrix(
+    table: pa.Table, categories: Sequence[str] | None = None
+) -> tuple[np.ndarray, tuple[str, ...]]:
     """``t[k, i]`` from a tagging table (:func:`agl_fast.tagging.tagging_stage`).
 
     Classes left out of the sparse ``classes`` column count as 0; rows with
@@ -245,6 +245,7 @@ def contributions_matrix(
         table.column("key").to_pylist(),
         table.column("category").to_pylist(),
         table.column("contribution").to_pylist(),
+        strict=True,
     ):
         if k in row and c in col and v is not None:
             out[row[k], col[c]] = v

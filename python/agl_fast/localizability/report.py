@@ -36,7 +36,13 @@ def top_categories(weights: LocalizabilityWeights, k: int = 10) -> pa.Table:
         ranked = sorted(names, key=lambda c: -w[idx[c]])[:k]
         for r, c in enumerate(ranked, start=1):
             rows.append(
-                {"sign": sign, "rank": r, "category": c, "weight": w[idx[c]], "n_samples": n[idx[c]]}
+                {
+                    "sign": sign,
+                    "rank": r,
+                    "category": c,
+                    "weight": w[idx[c]],
+                    "n_samples": n[idx[c]],
+                }
             )
     schema = pa.schema(
         [

@@ -1,7 +1,7 @@
 """``agl-fast tagger``: export EfficientAT models to ONNX.
 
-    agl-fast tagger export --checkpoint mn10_as_mAP_471.pt --out mn10_as.onnx
-    agl-fast tagger export --random mn10_as --out mn10_random.onnx   # for speed tests
+agl-fast tagger export --checkpoint mn10_as_mAP_471.pt --out mn10_as.onnx
+agl-fast tagger export --random mn10_as --out mn10_random.onnx   # for speed tests
 """
 
 from __future__ import annotations

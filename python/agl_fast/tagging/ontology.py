@@ -86,7 +86,7 @@ class Ontology:
         """Keys of the top-level groups a node belongs to (a class may sit
         under more than one root)."""
         up = self.ancestors(mid) | {mid}
-        return tuple(k for k, g in zip(self.group_keys, self.group_mids) if g in up)
+        return tuple(k for k, g in zip(self.group_keys, self.group_mids, strict=True) if g in up)
 
     def group_matrix(self) -> np.ndarray:
         """Membership matrix, ``[shape=(7, 527), dtype=bool]``: row ``g`` marks

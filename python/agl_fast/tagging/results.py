@@ -36,9 +36,7 @@ from .tagger import ClipTags, EfficientATTagger, Tagger
 
 __all__ = ["result_schema", "tag_table", "tagging_stage"]
 
-_CLASS = pa.struct(
-    [("index", pa.int32()), ("name", pa.string()), ("fraction", pa.float32())]
-)
+_CLASS = pa.struct([("index", pa.int32()), ("name", pa.string()), ("fraction", pa.float32())])
 
 
 def result_schema() -> pa.Schema:
@@ -74,7 +72,7 @@ def _clip_error(y: Any, sr: int) -> str | None:
 def _row(k: int, tagger: Tagger, t: ClipTags, floor: float, top_k: int) -> dict[str, Any]:
     keep = np.flatnonzero(t.fractions >= floor)
     keep = keep[np.lexsort((-t.max_prob[keep], -t.fractions[keep]))]
-    classes = [
+    classes: list[dict[str, Any]] = [
         {"index": int(i), "name": tagger.class_names[i], "fraction": float(t.fractions[i])}
         for i in keep
     ]
@@ -85,7 +83,7 @@ def _row(k: int, tagger: Tagger, t: ClipTags, floor: float, top_k: int) -> dict[
         "duration_s": float(t.duration_s),
         "n_windows": t.n_windows,
         "classes": classes,
-        "top_tags": [c["name"] for c in classes[:top_k]],
+        "top_tags": [c["name"] for c in classes[:top_k] if c["fraction"] > 0],
         "error": None,
     }
     for g, key in enumerate(tagger.group_keys):
@@ -115,8 +113,8 @@ def tag_table(
         {"clip": k, "tagger": tagger.name, "provider": tagger.provider, "error": e}
         for k, e in enumerate(errors)
     ]
-    for k, t in zip(good, tags):
-        rows[k] = _row(k, tagger, t, max(floor, 1e-12), top_k)
+    for k, t in zip(good, tags, strict=True):
+        rows[k] = _row(k, tagger, t, floor, top_k)
     schema = result_schema()
     cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
     return pa.table(cols, schema=schema)

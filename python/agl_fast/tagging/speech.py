@@ -42,7 +42,9 @@ def silero_model_path() -> Path:
         raise BackendError("the speech tagger needs the silero-vad package: pip install silero-vad")
     path = Path(next(iter(spec.submodule_search_locations))) / "data" / "silero_vad.onnx"
     if not path.is_file():
-        raise BackendError(f"silero-vad is installed but has no data/silero_vad.onnx ({path.parent})")
+        raise BackendError(
+            f"silero-vad is installed but has no data/silero_vad.onnx ({path.parent})"
+        )
     return path
 
 

@@ -214,7 +214,7 @@ class EfficientATTagger(Tagger):
         owners: list[int] = []
         rows: list[int] = []
         parts: list[np.ndarray] = []
-        for k, (y, starts) in enumerate(zip(clips, plans)):
+        for k, (y, starts) in enumerate(zip(clips, plans, strict=True)):
             j = 0
             while j < starts.shape[0]:
                 take = min(self.batch_size - len(owners), starts.shape[0] - j)
@@ -264,12 +264,16 @@ class EfficientATTagger(Tagger):
                     raise item
                 owners, rows, x = item
                 p = self.model(x)
-                for r, (k, j) in enumerate(zip(owners, rows)):
+                for r, (k, j) in enumerate(zip(owners, rows, strict=True)):
                     probs[k][j] = p[r]
                     remaining[k] -= 1
                 while next_clip < len(clips) and remaining[next_clip] == 0:
                     yield ClipFrames(
-                        plans[next_clip], self.win, clips[next_clip].shape[0], self.sr, probs[next_clip]
+                        plans[next_clip],
+                        self.win,
+                        clips[next_clip].shape[0],
+                        self.sr,
+                        probs[next_clip],
                     )
                     next_clip += 1
         finally:

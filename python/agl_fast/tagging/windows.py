@@ -63,7 +63,9 @@ def plan_windows(n: int, win: int, hop: int) -> np.ndarray:
     return starts
 
 
-def extract_windows(y: np.ndarray, starts: np.ndarray, win: int, pad: Padding = "repeat") -> np.ndarray:
+def extract_windows(
+    y: np.ndarray, starts: np.ndarray, win: int, pad: Padding = "repeat"
+) -> np.ndarray:
     """Cut the windows planned by :func:`plan_windows` out of a mono clip.
 
     Returns
@@ -134,7 +136,9 @@ def segment_presence(
         for k in range(1, int(count.max())):
             score = np.maximum(score, probs[np.minimum(lo + k, hi - 1)])
     else:
-        csum = np.concatenate([np.zeros((1, probs.shape[1])), np.cumsum(probs, axis=0, dtype=np.float64)])
+        csum = np.concatenate(
+            [np.zeros((1, probs.shape[1])), np.cumsum(probs, axis=0, dtype=np.float64)]
+        )
         score = (csum[hi] - csum[lo]) / count[:, None]
     return lengths, score >= threshold
 

@@ -17,6 +17,7 @@ imports it.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,8 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "MODEL_WIDTHS",
     "MN",
+    "MODEL_WIDTHS",
     "count_parameters",
     "export_onnx",
     "get_model",
@@ -258,14 +259,19 @@ def export_onnx(
     out = Path(out)
     dummy = torch.zeros(2, 1, n_mels, frames)
     out_name = "probabilities" if probabilities else "logits"
-    torch.onnx.export(
-        net,
-        (dummy,),
-        str(out),
-        input_names=["mel"],
-        output_names=[out_name],
-        dynamic_axes={"mel": {0: "batch"}, out_name: {0: "batch"}},
-        opset_version=opset,
-        dynamo=False,
-    )
+    # The TorchScript exporter: one static graph with a symbolic batch axis,
+    # no extra packages. Its deprecation notices (about itself and its
+    # internals) are not for our users; they are silenced for this call only.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=DeprecationWarning)
+        torch.onnx.export(
+            net,
+            (dummy,),
+            str(out),
+            input_names=["mel"],
+            output_names=[out_name],
+            dynamic_axes={"mel": {0: "batch"}, out_name: {0: "batch"}},
+            opset_version=opset,
+            dynamo=False,
+        )
     return out
