@@ -27,11 +27,23 @@ if [ "${AGL_FAST_SKIP_TORCH:-0}" != "1" ]; then
   "$PY" -c "import torch, torchaudio" 2>/dev/null || "$PY" -m pip install -q -r requirements/torch.txt
 fi
 
-step "system packages"
-# espeak-ng: real synthetic speech for the speech-tagger tests (tests/test_tagging_speech.py)
-command -v espeak-ng >/dev/null || apt-get install -y -q espeak-ng >/dev/null \
-  || { apt-get update -q >/dev/null && apt-get install -y -q espeak-ng >/dev/null; } \
-  || echo "espeak-ng could not be installed: the speech-tagger tests will skip"
+# ffmpeg is the reference decoder of the MP3/AAC/Vorbis parity tests (they
+# skip without it).
+if ! command -v ffmpeg >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+   && [ "$(id -u)" = 0 ]; then
+  step "ffmpeg and lame (decoder parity references)"
+  { apt-get update -q >/dev/null && apt-get install -y -q ffmpeg lame >/dev/null; } \
+    || echo "ffmpeg not installed: its tests will skip"
+fi
+# espeak-ng: real synthetic speech for the speech-tagger tests
+# (tests/test_tagging_speech.py; they skip without it).
+if ! command -v espeak-ng >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+   && [ "$(id -u)" = 0 ]; then
+  step "espeak-ng (speech-tagger tests)"
+  { apt-get install -y -q espeak-ng >/dev/null \
+    || { apt-get update -q >/dev/null && apt-get install -y -q espeak-ng >/dev/null; }; } \
+    || echo "espeak-ng not installed: the speech-tagger tests will skip"
+fi
 
 step "rust: fmt, clippy, unit tests"
 cargo fmt --all -- --check

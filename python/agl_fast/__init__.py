@@ -11,9 +11,10 @@ Rust core over whole batches, in parallel, with the GIL released.
 
 from __future__ import annotations
 
-from . import exceptions
+from . import exceptions, quality, room
 from ._config import get_num_threads, set_num_threads
 from ._native import __version__
+from .audio import load, load_many, resample
 from .features import (
     amplitude_to_db,
     ipd_features,
@@ -27,24 +28,37 @@ from .features import (
     stft,
 )
 from .presets import PRESETS, bat, efficientat, librosa_logmel, preset
+from .quality import quality_filter, quality_metrics
+from .room import edc_distance, fftconvolve, room_parameters, schroeder_edc
 
 __all__ = [
     "PRESETS",
     "__version__",
     "amplitude_to_db",
     "bat",
+    "edc_distance",
     "efficientat",
     "exceptions",
+    "fftconvolve",
     "get_num_threads",
     "ipd_features",
     "kaldi_mel_filterbank",
     "librosa_logmel",
+    "load",
+    "load_many",
     "logmel",
     "mel_filterbank",
     "melspectrogram",
     "n_frames",
     "power_to_db",
     "preset",
+    "quality",
+    "quality_filter",
+    "quality_metrics",
+    "resample",
+    "room",
+    "room_parameters",
+    "schroeder_edc",
     "set_num_threads",
     "spectrogram",
     "stft",

@@ -1,5 +1,7 @@
 # Type stubs of the compiled module agl_fast._native (checked by
 # mypy.stubtest in the test suite). One section per feature family.
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -8,17 +10,28 @@ import numpy.typing as npt
 __version__: str
 __all__ = [
     "__version__",
+    "acoustic_complexity",
     "bat",
     "default_threads",
+    "edc",
+    "edc_distance",
     "efficientat",
+    "fftconvolve",
     "geo_summary",
     "geodesic",
     "geoscore",
     "haversine",
     "ipd",
     "kaldi_mel_filterbank",
+    "load",
+    "load_many",
     "mel_filterbank",
     "melspectrogram",
+    "quality_metrics",
+    "resample_array",
+    "rms",
+    "room_parameters",
+    "spectral_flatness",
     "spectrogram",
     "stft",
     "to_db",
@@ -173,3 +186,111 @@ def geo_summary(
     max_score: float = ...,
     n_threads: int | None = None,
 ) -> tuple[int, int, float, float, npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+
+# --- audio ----------------------------------------------------------------
+def load(
+    path: str | os.PathLike[str],
+    sr: int | None = ...,
+    mono: bool = False,
+    channel: int | None = None,
+    offset: float = 0.0,
+    duration: float | None = None,
+    max_duration: float | None = None,
+    res_type: str = "hq",
+) -> tuple[npt.NDArray[np.float32], int, int, int, bool]: ...
+def load_many(
+    paths: Sequence[str | os.PathLike[str]],
+    sr: int | None = ...,
+    mono: bool = False,
+    channel: int | None = None,
+    offset: float = 0.0,
+    duration: float | None = None,
+    max_duration: float | None = None,
+    res_type: str = "hq",
+    n_threads: int | None = None,
+) -> tuple[
+    npt.NDArray[np.float32],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint64],
+    list[int],
+    list[int],
+    list[int],
+    list[bool],
+    list[str | None],
+    list[str | None],
+]: ...
+def resample_array(
+    y: npt.NDArray[np.float32], orig_sr: int, target_sr: int, res_type: str = "hq"
+) -> npt.NDArray[np.float32]: ...
+
+# --- quality --------------------------------------------------------------
+def quality_metrics(
+    signals: Any,
+    sr: float,
+    welch_nperseg: int = 1024,
+    amin: float = 1e-10,
+    full_scale_threshold: float = 0.999,
+    n_fft: int = 512,
+    hop_length: int = 256,
+    n_threads: int | None = None,
+) -> npt.NDArray[np.float64]: ...
+def rms(
+    signals: Any,
+    frame_length: int,
+    hop_length: int,
+    center: bool,
+    pad_mode: str,
+    extent: int | None = None,
+    n_threads: int | None = None,
+) -> _Out: ...
+def spectral_flatness(
+    signals: Any,
+    n_fft: int,
+    hop_length: int | None,
+    win_length: int | None,
+    window: Any,
+    center: bool,
+    pad_mode: str,
+    amin: float = 1e-10,
+    power: float = 2.0,
+    extent: int | None = None,
+    n_threads: int | None = None,
+) -> _Out: ...
+def acoustic_complexity(s: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], float]: ...
+
+# --- room -----------------------------------------------------------------
+def edc(
+    curves: Any,
+    sr: float,
+    method: str = "lundeby_chu",
+    normalize: bool = True,
+    db: bool = False,
+    n_threads: int | None = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint64]]: ...
+def room_parameters(
+    curves: Any,
+    sr: float,
+    method: str = "lundeby_chu",
+    direct_ms: float = 2.5,
+    n_threads: int | None = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint8]]: ...
+def edc_distance(
+    pred: Any,
+    reference: Any,
+    sr: float,
+    method: str = "none",
+    floor_db: float = ...,
+    n_threads: int | None = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint8]]: ...
+def fftconvolve(
+    sources: Any,
+    irs: Any,
+    channels: npt.NDArray[np.uint64],
+    mode: str = "full",
+    n_threads: int | None = None,
+) -> tuple[
+    npt.NDArray[np.float32],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint64],
+]: ...

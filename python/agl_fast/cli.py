@@ -12,9 +12,10 @@ from collections.abc import Sequence
 
 from . import __version__, _features_cli
 from .evaluate import cli as _evaluate_cli
+from .pipeline import cli as _curate_cli
 from .tagging import cli as _tagging_cli
 
-_COMMANDS = [_features_cli, _evaluate_cli, _tagging_cli]
+_COMMANDS = [_curate_cli, _features_cli, _evaluate_cli, _tagging_cli]
 
 
 def build_parser() -> argparse.ArgumentParser:

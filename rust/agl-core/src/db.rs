@@ -26,7 +26,7 @@ impl DbParams {
             return Err(AglError::param("amin", amin, "must be strictly positive"));
         }
         if let Some(t) = top_db {
-            if !(t >= 0.0) {
+            if t.is_nan() || t < 0.0 {
                 return Err(AglError::param("top_db", t, "must be non-negative"));
             }
         }

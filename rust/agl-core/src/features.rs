@@ -170,31 +170,15 @@ fn apply_db_per_item(
 /// branch-free so it vectorises; bins so small that their squared magnitude
 /// underflows f32 are redone exactly in f64 afterwards.
 #[inline]
-fn binaural_bins(
-    l: &[Complex32],
-    r: &[Complex32],
-    mag_l: &mut [f32],
-    mag_r: &mut [f32],
-    cos: &mut [f32],
-    sin: &mut [f32],
-) {
+fn binaural_bins(l: &[Complex32], r: &[Complex32], out: &mut [[f32; 4]]) {
     let n = l.len();
-    let (l, r) = (&l[..n], &r[..n]);
-    let (mag_l, mag_r, cos, sin) = (
-        &mut mag_l[..n],
-        &mut mag_r[..n],
-        &mut cos[..n],
-        &mut sin[..n],
-    );
+    let (l, r, out) = (&l[..n], &r[..n], &mut out[..n]);
     let mut tiny = false;
-    for k in 0..n {
-        let (a, b) = (l[k], r[k]);
+    for ((&a, &b), o) in l.iter().zip(r).zip(out.iter_mut()) {
         let pl = a.re * a.re + a.im * a.im;
         let pr = b.re * b.re + b.im * b.im;
         let ml = pl.sqrt();
         let mr = pr.sqrt();
-        mag_l[k] = ml;
-        mag_r[k] = mr;
         let okl = pl >= f32::MIN_POSITIVE;
         let okr = pr >= f32::MIN_POSITIVE;
         tiny |= (!okl & ((a.re != 0.0) | (a.im != 0.0))) | (!okr & ((b.re != 0.0) | (b.im != 0.0)));
@@ -211,8 +195,7 @@ fn binaural_bins(
             (1.0, 0.0)
         };
         // e^{i(phi_r - phi_l)} = u_r * conj(u_l)
-        cos[k] = rc * lc + rs * ls;
-        sin[k] = rs * lc - rc * ls;
+        *o = [ml, mr, rc * lc + rs * ls, rs * lc - rc * ls];
     }
     if tiny {
         for k in 0..n {
@@ -227,10 +210,12 @@ fn binaural_bins(
             };
             let (lc, ls) = unit(l[k]);
             let (rc, rs) = unit(r[k]);
-            mag_l[k] = l[k].norm();
-            mag_r[k] = r[k].norm();
-            cos[k] = (rc * lc + rs * ls) as f32;
-            sin[k] = (rs * lc - rc * ls) as f32;
+            out[k] = [
+                l[k].norm(),
+                r[k].norm(),
+                (rc * lc + rs * ls) as f32,
+                (rs * lc - rc * ls) as f32,
+            ];
         }
     }
 }
@@ -258,7 +243,8 @@ fn check_stereo(items: &[Stereo<'_>]) -> Result<()> {
 /// Binaural scratch: FFT buffers and per-bin arrays.
 struct BinScratch {
     fft: StereoFft,
-    bins: [Vec<f32>; 4],
+    /// Per bin: |L|, |R|, cos IPD, sin IPD (interleaved for the projection).
+    bins: Vec<[f32; 4]>,
 }
 
 impl BinScratch {
@@ -266,7 +252,7 @@ impl BinScratch {
         let nf = n_fft / 2 + 1;
         BinScratch {
             fft: StereoFft::new(n_fft),
-            bins: [vec![0.0; nf], vec![0.0; nf], vec![0.0; nf], vec![0.0; nf]],
+            bins: vec![[0.0; 4]; nf],
         }
     }
 
@@ -274,8 +260,7 @@ impl BinScratch {
     /// (|L|, |R|, cos IPD, sin IPD).
     fn frame(&mut self, plan: &StftPlan, l: &Source<'_>, r: &Source<'_>, t: usize) {
         self.fft.frame(plan, l, r, t);
-        let [ml, mr, c, s] = &mut self.bins;
-        binaural_bins(&self.fft.left, &self.fft.right, ml, mr, c, s);
+        binaural_bins(&self.fft.left, &self.fft.right, &mut self.bins);
     }
 }
 
@@ -305,13 +290,12 @@ pub fn ipd_batch(
         extent,
         n_threads,
         cancel,
-        || BinScratch::new(params.n_fft),
-        |s, item, t, row| {
+        || (BinScratch::new(params.n_fft), vec![0f32; 4 * nm]),
+        |(s, quad), item, t, row| {
             let (l, r) = items[item];
             s.frame(&plan, &Source::plain(l), &Source::plain(r), t);
-            let (c_row, s_row) = row.split_at_mut(nm);
-            bank.apply(&s.bins[2], c_row);
-            bank.apply(&s.bins[3], s_row);
+            bank.apply_quad(&s.bins, quad);
+            row.copy_from_slice(&quad[2 * nm..]);
         },
     )?;
     Ok(transpose_channels(tm, 2, nm))
@@ -440,8 +424,7 @@ pub fn bat_batch(
                 gain: g,
             };
             s.frame(&plan, &src(l), &src(r), t);
-            let [a, b, c, d] = &s.bins;
-            bank.apply4([a, b, c, d], row);
+            bank.apply_quad(&s.bins, row);
             db10_floor_inplace(&mut row[..2 * nm], amin);
         },
     )

@@ -6,7 +6,9 @@
 // Parameter checks are written `!(x > 0.0)` on purpose: NaN fails them.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+pub mod audio;
 pub mod batch;
+pub mod convolve;
 pub mod db;
 pub mod error;
 pub mod fastmath;
@@ -14,6 +16,9 @@ pub mod features;
 pub mod geo;
 pub mod mel;
 pub mod parallel;
+pub mod quality;
+pub mod resample;
+pub mod room;
 pub mod stft;
 pub mod window;
 

@@ -104,30 +104,22 @@ impl MelBank {
 }
 
 impl MelBank {
-    /// [`MelBank::apply`] on four spectra at once (one pass over the weights,
-    /// four independent accumulators); `out` is `[4, n_mels]` row-major.
+    /// [`MelBank::apply`] on four interleaved spectra at once (`x[k]` holds
+    /// bin `k` of each): one pass over the weights with a four-lane
+    /// accumulator; `out` is `[4, n_mels]` row-major.
     #[inline]
-    pub fn apply4(&self, spec: [&[f32]; 4], out: &mut [f32]) {
+    pub fn apply_quad(&self, x: &[[f32; 4]], out: &mut [f32]) {
         let nm = self.n_mels;
         for (m, (start, w)) in self.rows.iter().enumerate() {
-            let end = start + w.len();
-            let (x0, x1, x2, x3) = (
-                &spec[0][*start..end],
-                &spec[1][*start..end],
-                &spec[2][*start..end],
-                &spec[3][*start..end],
-            );
             let mut acc = [0.0f32; 4];
-            for ((((&wj, &a), &b), &c), &d) in w.iter().zip(x0).zip(x1).zip(x2).zip(x3) {
-                acc[0] += wj * a;
-                acc[1] += wj * b;
-                acc[2] += wj * c;
-                acc[3] += wj * d;
+            for (&wj, q) in w.iter().zip(&x[*start..*start + w.len()]) {
+                for c in 0..4 {
+                    acc[c] += wj * q[c];
+                }
             }
-            out[m] = acc[0];
-            out[nm + m] = acc[1];
-            out[2 * nm + m] = acc[2];
-            out[3 * nm + m] = acc[3];
+            for (c, &v) in acc.iter().enumerate() {
+                out[c * nm + m] = v;
+            }
         }
     }
 }
@@ -173,7 +165,7 @@ pub fn librosa_mel(
         return Err(AglError::param("n_mels", n_mels, "must be > 0"));
     }
     if let MelNorm::Lp(p) = norm {
-        if !(p > 0.0) {
+        if p.is_nan() || p <= 0.0 {
             return Err(AglError::param(
                 "norm",
                 p,

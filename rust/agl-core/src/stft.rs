@@ -210,6 +210,14 @@ impl FftScratch {
             plan,
         }
     }
+
+    /// Transform `frame` in place into `spectrum` (the one-sided spectrum).
+    pub fn transform(&mut self) {
+        // Lengths match the plan by construction, so this cannot fail.
+        let _ = self
+            .plan
+            .process_with_scratch(&mut self.frame, &mut self.spectrum, &mut self.work);
+    }
 }
 
 /// A planned STFT: parameters, the window padded to `n_fft`, and the span
@@ -409,10 +417,10 @@ impl StereoFft {
         };
         (self.left[0], self.right[0]) = split(z[0], z[0]);
         let (left, right) = (&mut self.left[1..nf], &mut self.right[1..nf]);
-        let upper = &z[n + 1 - nf..];
-        for (j, (lo, ro)) in left.iter_mut().zip(right.iter_mut()).enumerate() {
-            // k = j + 1, N - k = n - 1 - j
-            (*lo, *ro) = split(z[j + 1], upper[upper.len() - 1 - j]);
+        // Bins k = 1..nf pair with N - k = N-1 down to N+1-nf.
+        let pairs = z[1..nf].iter().zip(z[n + 1 - nf..n].iter().rev());
+        for ((lo, ro), (&zk, &zn)) in left.iter_mut().zip(right.iter_mut()).zip(pairs) {
+            (*lo, *ro) = split(zk, zn);
         }
     }
 }

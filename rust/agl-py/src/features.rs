@@ -23,18 +23,18 @@ use crate::errors::{param_err, to_py};
 use crate::gateway;
 use crate::input::{total_samples, MonoBatch, StereoBatch};
 
-type Out<'py, T> = (
+pub type Out<'py, T> = (
     Bound<'py, PyArray1<T>>,
     Bound<'py, PyArray1<u64>>,
     Bound<'py, PyArray1<u64>>,
     Bound<'py, PyArray1<u64>>,
 );
 
-fn to_u64(v: Vec<usize>) -> Vec<u64> {
+pub fn to_u64(v: Vec<usize>) -> Vec<u64> {
     v.into_iter().map(|x| x as u64).collect()
 }
 
-fn out<'py, T: numpy::Element>(py: Python<'py>, o: FrameOutput<T>) -> Out<'py, T> {
+pub fn out<'py, T: numpy::Element>(py: Python<'py>, o: FrameOutput<T>) -> Out<'py, T> {
     (
         o.data.into_pyarray(py),
         to_u64(o.offsets).into_pyarray(py),
@@ -324,7 +324,7 @@ pub fn bat<'py>(
     cfg.stft.win_length = n_fft;
     cfg.stft.hop_length = hop_length;
     cfg.stft.validate().map_err(to_py)?;
-    if !(amin > 0.0) {
+    if amin.is_nan() || amin <= 0.0 {
         return Err(param_err(format!("amin must be > 0, got amin={amin}")));
     }
     let batch = StereoBatch::extract(signals)?;

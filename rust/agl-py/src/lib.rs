@@ -7,11 +7,14 @@
 
 use pyo3::prelude::*;
 
+mod audio;
 mod errors;
 mod features;
 mod gateway;
 mod geo;
 mod input;
+mod quality;
+mod room;
 
 /// Threads used when a call passes none (`AGL_FAST_NUM_THREADS` or the CPU
 /// count).
@@ -37,5 +40,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(geo::geodesic, m)?)?;
     m.add_function(wrap_pyfunction!(geo::geoscore, m)?)?;
     m.add_function(wrap_pyfunction!(geo::geo_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(audio::load, m)?)?;
+    m.add_function(wrap_pyfunction!(audio::load_many, m)?)?;
+    m.add_function(wrap_pyfunction!(audio::resample_array, m)?)?;
+    m.add_function(wrap_pyfunction!(quality::quality_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(quality::rms, m)?)?;
+    m.add_function(wrap_pyfunction!(quality::spectral_flatness, m)?)?;
+    m.add_function(wrap_pyfunction!(quality::acoustic_complexity, m)?)?;
+    m.add_function(wrap_pyfunction!(room::edc, m)?)?;
+    m.add_function(wrap_pyfunction!(room::room_parameters, m)?)?;
+    m.add_function(wrap_pyfunction!(room::edc_distance, m)?)?;
+    m.add_function(wrap_pyfunction!(room::fftconvolve, m)?)?;
     Ok(())
 }

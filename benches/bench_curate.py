@@ -1,0 +1,126 @@
+"""End-to-end curation benchmark: decode MP3 (44.1 kHz stereo) -> 32 kHz ->
+level metrics, agl-fast vs librosa, same files, same run.
+
+* agl-fast: ``agl_fast.load_many`` (Rust decode + resample, one file per
+  worker thread) then the pipeline's metric stages: the quality filters of
+  ``agl_fast.quality`` when that module is present, else only the ``levels``
+  stage (peak / RMS / clipped share, numpy), which the table says.
+* librosa: ``librosa.load(sr=32000, mono=False, res_type='soxr_hq')`` then the
+  same peak / RMS / clipped-share reductions in numpy, one process per worker.
+
+The corpus is the two real AGL1K recordings (``../shared/agl1k``) linked
+repeatedly to about 2 hours of audio (``--quick``: about 9 minutes).
+Prints a Markdown table of x real time per core and the speed ratio;
+``--gate R`` exits 1 if the 1-worker ratio is below ``R``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+import time
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+import agl_fast
+from agl_fast.pipeline.stages import Clips, levels_stage, quality_stage
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "agl1k"
+CLIP = 0.999
+
+
+def corpus(directory: Path, target_s: float) -> tuple[list[str], float]:
+    mp3s = sorted(SHARED.glob("*.mp3"))
+    if not mp3s:
+        sys.exit(f"no MP3s in {SHARED}")
+    lengths = [agl_fast.load(p, sr=None)[0].shape[-1] / 44100 for p in mp3s]
+    paths, total, i = [], 0.0, 0
+    while total < target_s:
+        src = mp3s[i % len(mp3s)]
+        dst = directory / f"{i:04d}_{src.name}"
+        dst.symlink_to(src)
+        paths.append(str(dst))
+        total += lengths[i % len(mp3s)]
+        i += 1
+    return paths, total
+
+
+def run_agl(paths: list[str], workers: int) -> float:
+    stages = [levels_stage]
+    q = quality_stage()
+    if q is not None:
+        stages.append(q)
+    t0 = time.perf_counter()
+    for start in range(0, len(paths), workers * 2):
+        batch = paths[start : start + workers * 2]
+        t = agl_fast.load_many(batch, sr=32000, n_threads=workers)
+        audio = [
+            np.asarray(item.values.flatten(), np.float32).reshape(len(item), -1)
+            for item in t.column("samples")
+        ]
+        clips = Clips(list(batch), audio, 32000, start)
+        for st in stages:
+            st(clips)
+    return time.perf_counter() - t0
+
+
+def _librosa_one(path: str) -> tuple[float, float, float]:
+    import librosa
+
+    y, _ = librosa.load(path, sr=32000, mono=False, res_type="soxr_hq")
+    a = np.abs(y)
+    return (
+        float(a.max()),
+        float(np.sqrt(np.mean(y.astype(np.float64) ** 2))),
+        float(np.mean(a >= CLIP)),
+    )
+
+
+def run_librosa(paths: list[str], workers: int) -> float:
+    t0 = time.perf_counter()
+    if workers == 1:
+        for p in paths:
+            _librosa_one(p)
+    else:
+        with get_context("spawn").Pool(workers) as pool:
+            pool.map(_librosa_one, paths, chunksize=1)
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="about 9 minutes of audio")
+    ap.add_argument("--hours", type=float, default=2.0)
+    ap.add_argument("--gate", type=float, default=None, help="minimum 1-worker speed ratio")
+    args = ap.parse_args()
+    target = 540.0 if args.quick else args.hours * 3600
+    metrics = "quality filters" if importlib.util.find_spec("agl_fast.quality") else "levels only"
+    with tempfile.TemporaryDirectory() as d:
+        paths, total = corpus(Path(d), target)
+        _librosa_one(paths[0])  # import and warm up outside the timing
+        agl_fast.load_many(paths[:1])
+        rows = []
+        for w in (1, 2):
+            ta = run_agl(paths, w)
+            tl = run_librosa(paths, w)
+            rows.append((w, total / ta / w, total / tl / w, tl / ta))
+    print(
+        f"\n{len(paths)} MP3 files, {total / 3600:.2f} h of 44.1 kHz stereo -> 32 kHz stereo; "
+        f"agl-fast metrics: {metrics}\n"
+    )
+    print("| workers | agl-fast x real time / core | librosa x real time / core | ratio |")
+    print("|---:|---:|---:|---:|")
+    for w, a, lib, r in rows:
+        print(f"| {w} | {a:.0f} | {lib:.0f} | {r:.2f} |")
+    if args.gate is not None and rows[0][3] < args.gate:
+        print(f"ratio {rows[0][3]:.2f} is below the gate {args.gate}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

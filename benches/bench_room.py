@@ -1,0 +1,160 @@
+"""Room acoustics: agl-fast against pyrato, pyroomacoustics and scipy.
+
+Same data, same run:
+
+* ``EDC + EDT/T20/T30``: synthetic stereo RIRs (1 s, 16 kHz). agl-fast's
+  :func:`agl_fast.room_parameters` (``method='none'``; it also computes T60,
+  DRR, C50, C80, D50 and Ts) against ``pyrato.edc.schroeder_integration`` +
+  ``pyrato.parameters.reverberation_time_linear_regression`` for EDT, T20
+  and T30, and against ``pyroomacoustics.experimental.measure_rt60`` (T30)
+  per channel.
+* ``EDC + T20, Lundeby+Chu``: agl-fast ``method='lundeby_chu'`` against
+  ``pyrato.edc.energy_decay_curve_chu_lundeby`` + the T20 regression
+  (on a tenth of the RIRs: pyrato loops in Python).
+* ``convolution``: 10 s mono sources with 2 x 1 s RIRs, agl-fast
+  :func:`agl_fast.fftconvolve` against ``scipy.signal.fftconvolve`` per source
+  (both channels in one call), full mode.
+
+Prints RIR channels (or seconds of audio) per second per core and the ratio.
+``--gate RATIO`` exits with status 1 if a gated one-thread ratio (the EDC
+rows against pyrato) falls below RATIO. The pyroomacoustics row is reported,
+not gated: ``measure_rt60`` reads T30 from two level crossings of one
+vectorised EDC, while agl-fast computes the nine parameters.
+
+Usage::
+
+    python benches/bench_room.py [--quick] [--gate 10] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+# One-thread references: keep BLAS/OpenMP pools at one thread.
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
+
+SR = 16000
+
+
+def _time(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def make_rirs(n: int, seed: int = 0) -> np.ndarray:
+    """``[n, 2, SR]`` decays with T60 in 0.2-1.5 s and noise at -60 dB."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(SR) / SR
+    t60 = rng.uniform(0.2, 1.5, (n, 1, 1))
+    h = rng.standard_normal((n, 2, SR)) * np.exp(-6.9 / t60 * t)
+    h += 1e-3 * rng.standard_normal(h.shape)
+    return h.astype(np.float32)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="500 RIRs and 20 sources")
+    ap.add_argument("--gate", type=float, default=None, help="minimum one-thread speed ratio")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args(argv)
+
+    import pyfar as pf
+    import pyroomacoustics as pra
+    import scipy.signal
+    from pyrato.edc import energy_decay_curve_chu_lundeby, schroeder_integration
+    from pyrato.parameters import reverberation_time_linear_regression
+
+    import agl_fast
+
+    n_rirs = 500 if args.quick else 10_000
+    n_src = 20 if args.quick else 1000
+    rirs = make_rirs(n_rirs)
+    curves = n_rirs * 2
+
+    def ref_pyrato() -> None:
+        sig = pf.Signal(rirs.astype(np.float64), SR)
+        edc = schroeder_integration(sig)
+        edc = pf.TimeData(edc.time / edc.time[..., :1], edc.times)
+        for t in ("EDT", "T20", "T30"):
+            reverberation_time_linear_regression(edc, t)
+
+    def ref_pra() -> None:
+        for h in rirs.reshape(-1, SR):
+            pra.experimental.measure_rt60(h, SR, decay_db=30)
+
+    sub = rirs[: max(1, n_rirs // 10)]
+
+    def ref_lundeby() -> None:
+        for h in sub:
+            edc = energy_decay_curve_chu_lundeby(pf.Signal(h.astype(np.float64), SR))
+            reverberation_time_linear_regression(edc, "T20")
+
+    def ours(n: int, x: np.ndarray = rirs, method: str = "none") -> None:
+        agl_fast.room_parameters(x, SR, method=method, n_threads=n)
+
+    sources = np.random.default_rng(1).standard_normal((n_src, 10 * SR)).astype(np.float32)
+    conv_irs = rirs[0]
+
+    def ref_conv() -> None:
+        for x in sources:
+            scipy.signal.fftconvolve(x[None, :], conv_irs, axes=-1)
+
+    def ours_conv(n: int) -> None:
+        agl_fast.fftconvolve(sources, conv_irs, n_threads=n)
+
+    ours(1, rirs[:2])
+    ours_conv(1)
+    rows = []
+    worst = float("inf")
+    cases: list[tuple[str, str, float, bool, Callable[[], None], Callable[[int], None]]] = [
+        ("EDC + EDT/T20/T30 vs pyrato", "channels", curves, True, ref_pyrato, ours),
+        ("EDC + T30 vs pyroomacoustics", "channels", curves, False, ref_pra, ours),
+        (
+            "EDC + T20, Lundeby+Chu vs pyrato",
+            "channels",
+            2 * len(sub),
+            True,
+            ref_lundeby,
+            lambda n: ours(n, sub, "lundeby_chu"),
+        ),
+        ("convolution vs scipy", "audio s", 10.0 * n_src, False, ref_conv, ours_conv),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, unit, amount, gated, ref, mine in cases:
+            t_ref = _time(ref)
+            t1 = _time(lambda mine=mine: mine(1))
+            tn = _time(lambda mine=mine: mine(args.threads))
+            ratio = t_ref / t1
+            if gated:
+                worst = min(worst, ratio)
+            rows.append(
+                (name, unit, amount / t_ref, amount / t1, amount / tn / args.threads, ratio)
+            )
+
+    print(f"\nRoom acoustics: {n_rirs} stereo RIRs (1 s, 16 kHz), {n_src} x 10 s sources\n")
+    print(
+        "| task | unit | reference (/s) | agl-fast 1 thread (/s) | "
+        f"agl-fast {args.threads} threads (/s/core) | ratio (1 thread) |"
+    )
+    print("|---|---|---:|---:|---:|---:|")
+    for name, unit, r, a1, an, ratio in rows:
+        print(f"| {name} | {unit} | {r:,.0f} | {a1:,.0f} | {an:,.0f} | {ratio:.1f}x |")
+    if args.gate is not None and worst < args.gate:
+        print(f"\nFAIL: one-thread ratio {worst:.1f}x is below the gate {args.gate}x")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""Audio file loading and resampling, decoded in Rust.
+
+MP3 (gapless: the LAME/Xing encoder delay and padding are trimmed, so sample
+counts match ffmpeg), FLAC, WAV (PCM 8/16/24/32-bit and float), Ogg Vorbis
+and AAC in MP4/M4A are decoded to float32 in [-1, 1], then mapped to the
+requested channels and resampled with a band-limited polyphase filter while
+decoding (long files are never held at their source rate).
+
+``res_type`` picks the resampling filter:
+
+* ``"fast"``: 8 zero crossings a side, about 60 dB stop band, pass band to
+  0.85 of the lower Nyquist frequency.
+* ``"hq"`` (default): 32 zero crossings, about 100 dB, pass band to 0.95.
+* ``"vhq"``: 64 zero crossings, about 130 dB, pass band to 0.97.
+
+Against ``soxr`` (``VHQ``), ``"hq"`` differs by less than -80 dB relative to
+the signal for content below 0.85 of the output Nyquist frequency (the test
+suite checks this bound).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from . import _native
+from ._config import resolve_threads
+from .exceptions import ParameterError
+
+__all__ = ["load", "load_many", "resample"]
+
+PathLike = str | os.PathLike[str]
+
+
+def load(
+    path: PathLike,
+    *,
+    sr: int | None = 32000,
+    mono: bool = False,
+    offset: float = 0.0,
+    duration: float | None = None,
+    channel: int | None = None,
+    max_duration: float | None = None,
+    res_type: str = "hq",
+) -> tuple[np.ndarray, int]:
+    """Load an audio file as float32, resampled to ``sr``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Audio file (MP3, FLAC, WAV, Ogg Vorbis, AAC/M4A).
+    sr : int or None
+        Target rate in Hz (32000, the rate of EfficientAT and BAT); ``None``
+        keeps the file's own rate.
+    mono : bool
+        Average the channels into one.
+    offset : float
+        Start reading this many seconds in (seeking where the format allows).
+    duration : float or None
+        Read at most this many seconds.
+    channel : int or None
+        Keep only this channel (0-based); exclusive with ``mono``.
+    max_duration : float or None
+        Hard cap in seconds, for untrusted inputs.
+    res_type : {"fast", "hq", "vhq"}
+        Resampling quality (see the module notes).
+
+    Returns
+    -------
+    y : np.ndarray [shape=(n,) or (channels, n), dtype=float32]
+        One-dimensional when a single channel remains, as in librosa.
+    sr : int
+        Sample rate of ``y`` in Hz.
+
+    Raises
+    ------
+    AudioDecodeError
+        The file is missing, unreadable or not audio (the message names it).
+    NonFiniteError
+        The decoded audio holds NaN or infinite samples.
+    ParameterError
+        An option is out of range (e.g. ``channel`` beyond the file's count).
+
+    Examples
+    --------
+    >>> y, sr = agl_fast.load("clip.mp3", sr=32000)  # doctest: +SKIP
+    >>> y.shape  # doctest: +SKIP
+    (2, 320000)
+    """
+    y, out_sr, _, _, _ = _native.load(
+        os.fspath(path),
+        sr=sr,
+        mono=mono,
+        channel=channel,
+        offset=float(offset),
+        duration=None if duration is None else float(duration),
+        max_duration=None if max_duration is None else float(max_duration),
+        res_type=res_type,
+    )
+    if y.shape[0] == 1:
+        y = y[0]
+    return y, int(out_sr)
+
+
+def load_many(
+    paths: Sequence[PathLike],
+    *,
+    keys: Sequence[str] | None = None,
+    sr: int | None = 32000,
+    mono: bool = False,
+    offset: float = 0.0,
+    duration: float | None = None,
+    channel: int | None = None,
+    max_duration: float | None = None,
+    res_type: str = "hq",
+    n_threads: int | None = None,
+) -> pa.Table:
+    """Decode many files in parallel into an Arrow table, one row per path.
+
+    A file that fails becomes a row with a null ``samples`` and its error in
+    ``error_type`` / ``error_message``; the call itself only raises for
+    invalid options (or ``KeyboardInterrupt``).
+
+    Parameters
+    ----------
+    paths : sequence of str or os.PathLike
+        Files to decode.
+    keys : sequence of str or None
+        Row identities (default: the paths).
+    sr, mono, offset, duration, channel, max_duration, res_type
+        As in :func:`load`.
+    n_threads : int or None
+        Worker threads (default: :func:`agl_fast.set_num_threads` or the
+        CPU count); one file per task.
+
+    Returns
+    -------
+    pyarrow.Table
+        Columns ``key``, ``path``, ``samples`` (``list<list<float32>>``
+        ``[channels][n]``, or ``list<float32>`` when ``mono`` or ``channel``
+        is given), ``sr``, ``channels``, ``frames``, ``duration`` (seconds),
+        ``source_sr``, ``source_channels``, ``truncated``, ``error_type``,
+        ``error_message``.
+    """
+    str_paths = [os.fspath(p) for p in paths]
+    if keys is None:
+        keys = str_paths
+    elif len(keys) != len(str_paths):
+        raise ParameterError(
+            f"keys must have one entry per path, got {len(keys)} keys for {len(str_paths)} paths"
+        )
+    data, chans, frames, srs, src_srs, src_chs, trunc, kinds, msgs = _native.load_many(
+        str_paths,
+        sr=sr,
+        mono=mono,
+        channel=channel,
+        offset=float(offset),
+        duration=None if duration is None else float(duration),
+        max_duration=None if max_duration is None else float(max_duration),
+        res_type=res_type,
+        n_threads=resolve_threads(n_threads),
+    )
+    failed = np.array([k is not None for k in kinds], dtype=bool)
+    mask = pa.array(failed)
+    values = pa.array(data, type=pa.float32())
+    flat = mono or channel is not None
+    if flat:
+        offsets = np.zeros(len(frames) + 1, np.int64)
+        np.cumsum(frames, out=offsets[1:])
+        samples = pa.LargeListArray.from_arrays(pa.array(offsets), values, mask=mask)
+    else:
+        inner_len = np.repeat(frames.astype(np.int64), chans.astype(np.int64))
+        inner_off = np.zeros(len(inner_len) + 1, np.int64)
+        np.cumsum(inner_len, out=inner_off[1:])
+        inner = pa.LargeListArray.from_arrays(pa.array(inner_off), values)
+        outer_off = np.zeros(len(chans) + 1, np.int32)
+        np.cumsum(chans, out=outer_off[1:])
+        samples = pa.ListArray.from_arrays(pa.array(outer_off), inner, mask=mask)
+    frames_i = frames.astype(np.int64)
+    sr_arr = np.asarray(srs, np.int64)
+    dur = np.where(sr_arr > 0, frames_i / np.maximum(sr_arr, 1), 0.0)
+
+    def col(v: Any, t: pa.DataType) -> pa.Array:
+        return pa.array(np.asarray(v), t, mask=failed)
+
+    return pa.table(
+        {
+            "key": pa.array(list(keys), pa.string()),
+            "path": pa.array(str_paths, pa.string()),
+            "samples": samples,
+            "sr": col(srs, pa.int32()),
+            "channels": col(chans, pa.int32()),
+            "frames": col(frames_i, pa.int64()),
+            "duration": col(dur, pa.float64()),
+            "source_sr": col(src_srs, pa.int32()),
+            "source_channels": col(src_chs, pa.int32()),
+            "truncated": col(trunc, pa.bool_()),
+            "error_type": pa.array(kinds, pa.string()),
+            "error_message": pa.array(msgs, pa.string()),
+        }
+    )
+
+
+def resample(y: Any, *, orig_sr: int, target_sr: int, res_type: str = "hq") -> np.ndarray:
+    """Resample ``y`` from ``orig_sr`` to ``target_sr`` Hz (librosa's names).
+
+    Parameters
+    ----------
+    y : np.ndarray [shape=(n,) or (channels, n)]
+        Audio (converted to float32).
+    orig_sr, target_sr : int
+        Rates in Hz.
+    res_type : {"fast", "hq", "vhq"}
+        Filter quality (see the module notes).
+
+    Returns
+    -------
+    np.ndarray [shape=(ceil(n * target_sr / orig_sr),) or (channels, ...), dtype=float32]
+    """
+    x = np.ascontiguousarray(y, dtype=np.float32)
+    if x.ndim not in (1, 2):
+        raise ParameterError(f"y must be 1-D or 2-D, got shape {x.shape}")
+    out = _native.resample_array(np.atleast_2d(x), int(orig_sr), int(target_sr), res_type)
+    return out[0] if x.ndim == 1 else out

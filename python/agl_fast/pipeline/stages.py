@@ -1,0 +1,232 @@
+"""Pipeline stages: callables that turn a batch of decoded clips into columns.
+
+A stage is any object with a ``name`` and ``__call__(clips) -> dict`` that
+returns, for the clips it was given (only the files that decoded), a mapping
+of column name to a sequence or Arrow array with one entry per clip. Columns
+of every stage are joined to the output table; rows of files that failed to
+decode get nulls. A stage that raises marks its whole batch with a
+``stage_error`` instead of stopping the run.
+
+Built in:
+
+* ``levels``: peak and RMS level in dBFS and the share of clipped samples
+  (always on; cheap numpy reductions).
+* ``quality``: the acoustic quality filters of :mod:`agl_fast.quality`, when
+  that module is present (metrics, ``quality_pass`` and reasons).
+* ``features``: a feature preset (``bat`` or ``efficientat``) written to a
+  sharded Parquet dataset next to the table (see :class:`FeatureStage`).
+* tagging / localizability: register them with :func:`register_stage`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = [
+    "Clips",
+    "FeatureStage",
+    "Stage",
+    "levels_stage",
+    "quality_stage",
+    "register_stage",
+    "registered_stages",
+]
+
+#: Absolute level treated as clipping (full scale minus about 0.01 dB).
+CLIP_LEVEL = 0.999
+
+
+@dataclass
+class Clips:
+    """A batch of decoded clips handed to each stage.
+
+    Attributes
+    ----------
+    keys : list of str
+        Row identities.
+    audio : list of np.ndarray [shape=(channels, n), dtype=float32]
+        Decoded audio at ``sr`` Hz.
+    sr : int
+        Sample rate in Hz.
+    batch_id : int
+        Index of the batch (stages that write files name them by it).
+    """
+
+    keys: list[str]
+    audio: list[np.ndarray]
+    sr: int
+    batch_id: int
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+Columns = Mapping[str, Sequence[Any] | pa.Array]
+
+
+class Stage(Protocol):
+    """The stage interface (see the module notes)."""
+
+    name: str
+
+    def __call__(self, clips: Clips) -> Columns: ...
+
+
+@dataclass
+class _FnStage:
+    name: str
+    fn: Callable[[Clips], Columns]
+
+    def __call__(self, clips: Clips) -> Columns:
+        return self.fn(clips)
+
+
+_REGISTRY: dict[str, Callable[[], Stage | None]] = {}
+
+
+def register_stage(name: str, factory: Callable[[], Stage | None]) -> None:
+    """Register a stage factory; it returns ``None`` when its component is
+    unavailable (then the stage is left out of the run)."""
+    _REGISTRY[name] = factory
+
+
+def registered_stages() -> list[Stage]:
+    """The available registered stages, in registration order."""
+    out = []
+    for factory in _REGISTRY.values():
+        st = factory()
+        if st is not None:
+            out.append(st)
+    return out
+
+
+def _db(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.where(x > 0, 20 * np.log10(np.maximum(x, 1e-30)), -np.inf)
+
+
+def _levels(clips: Clips) -> Columns:
+    peak, rms, clip = [], [], []
+    for y in clips.audio:
+        if y.size == 0:
+            peak.append(0.0)
+            rms.append(0.0)
+            clip.append(0.0)
+            continue
+        a = np.abs(y)
+        peak.append(float(a.max()))
+        rms.append(float(np.sqrt(np.mean(np.square(y, dtype=np.float64)))))
+        clip.append(float(np.count_nonzero(a >= CLIP_LEVEL) / y.size))
+    return {
+        "peak_dbfs": pa.array(_db(np.asarray(peak)), pa.float64()),
+        "rms_dbfs": pa.array(_db(np.asarray(rms)), pa.float64()),
+        "clipped_fraction": pa.array(clip, pa.float64()),
+    }
+
+
+levels_stage: Stage = _FnStage("levels", _levels)
+
+
+def quality_stage() -> Stage | None:
+    """The quality-filter stage, or ``None`` without :mod:`agl_fast.quality`."""
+    if importlib.util.find_spec("agl_fast.quality") is None:
+        return None
+    quality = importlib.import_module("agl_fast.quality")
+
+    def run(clips: Clips) -> Columns:
+        # The AGL1K filters are defined on mono audio: the channel mean.
+        mono = [
+            np.ascontiguousarray(y.mean(axis=0), dtype=np.float32) if y.ndim == 2 else y
+            for y in clips.audio
+        ]
+        table = quality.quality_filter(mono, sr=clips.sr)
+        rename = {"pass": "quality_pass", "passed": "quality_pass"}
+        return {rename.get(n, n): table.column(n) for n in table.column_names}
+
+    return _FnStage("quality", run)
+
+
+register_stage("quality", quality_stage)
+
+
+class FeatureStage:
+    """Compute a feature preset and write it to ``<dir>/part-<batch>.parquet``.
+
+    Each shard has columns ``key``, ``shape`` (``list<int32>``) and
+    ``values`` (``large_list<float32>``, the C-order flattening). ``bat``
+    needs two channels (a mono clip is duplicated, more are cut to the
+    first two); ``efficientat`` takes the channel mean. The table gets
+    ``features_shape`` per row (null where the clip is too short).
+    """
+
+    def __init__(self, preset: str, directory: Path, n_threads: int | None = None):
+        if preset not in ("bat", "efficientat"):
+            raise ValueError(f"features must be 'bat', 'efficientat' or 'none', got {preset!r}")
+        self.name = f"features:{preset}"
+        self.preset = preset
+        self.directory = directory
+        self.n_threads = n_threads
+
+    def _compute(self, audio: list[np.ndarray], sr: int) -> list[np.ndarray]:
+        from .. import presets
+
+        if self.preset == "bat":
+            items = [np.ascontiguousarray(y[[0, 0]] if y.shape[0] == 1 else y[:2]) for y in audio]
+            out = presets.bat(items, sr=sr, n_threads=self.n_threads, output="list")
+        else:
+            items = [np.ascontiguousarray(y.mean(axis=0, dtype=np.float32)) for y in audio]
+            out = presets.efficientat(items, sr=sr, n_threads=self.n_threads, output="list")
+        return list(out)
+
+    def __call__(self, clips: Clips) -> Columns:
+        feats: list[np.ndarray | None]
+        try:
+            feats = list(self._compute(clips.audio, clips.sr))
+        except Exception:
+            # One clip the preset rejects (e.g. shorter than its padding)
+            # must not cost the batch: go clip by clip.
+            feats = []
+            for y in clips.audio:
+                try:
+                    feats.append(self._compute([y], clips.sr)[0])
+                except Exception:
+                    feats.append(None)
+        keys, shapes, values = [], [], []
+        for k, f in zip(clips.keys, feats, strict=True):
+            if f is not None:
+                keys.append(k)
+                shapes.append(list(f.shape))
+                values.append(f.ravel())
+        flat = np.concatenate(values) if values else np.zeros(0, np.float32)
+        offsets = np.zeros(len(values) + 1, np.int64)
+        np.cumsum([v.size for v in values], out=offsets[1:])
+        shard = pa.table(
+            {
+                "key": pa.array(keys, pa.string()),
+                "shape": pa.array(shapes, pa.list_(pa.int32())),
+                "values": pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat)),
+            }
+        )
+        self.directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_parquet(shard, self.directory / f"part-{clips.batch_id:05d}.parquet")
+        return {
+            "features_shape": pa.array(
+                [None if f is None else list(f.shape) for f in feats], pa.list_(pa.int32())
+            )
+        }
+
+
+def atomic_write_parquet(table: pa.Table, path: Path) -> None:
+    """Write ``table`` to ``path`` through a temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)

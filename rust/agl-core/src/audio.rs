@@ -1,0 +1,465 @@
+//! Audio file decoding (symphonia): MP3 (gapless, from the LAME/Xing
+//! header), FLAC, WAV (PCM 8/16/24/32-bit and float), Ogg Vorbis and AAC in
+//! MP4/M4A, to float32, with channel selection or downmix and streaming
+//! resampling.
+//!
+//! Files are decoded packet by packet; each packet goes through the channel
+//! mapping and the [`Resampler`] at once, so only the output is held in
+//! memory. `offset` seeks where the container allows it (then drops the
+//! frames decoded before the target timestamp); `duration` and
+//! `max_duration` stop decoding early.
+
+use std::fs::File;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use rayon::prelude::*;
+use symphonia::core::audio::SampleBuffer;
+use symphonia::core::codecs::{DecoderOptions, CODEC_TYPE_NULL};
+use symphonia::core::errors::Error as SymError;
+use symphonia::core::formats::{FormatOptions, SeekMode, SeekTo};
+use symphonia::core::io::MediaSourceStream;
+use symphonia::core::meta::MetadataOptions;
+use symphonia::core::probe::Hint;
+use symphonia::core::units::Time;
+
+use crate::error::{AglError, Result};
+use crate::parallel::{install, Cancel};
+use crate::resample::{Quality, Resampler};
+
+/// What to do with the channels of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channels {
+    /// Keep every channel.
+    Keep,
+    /// Average all channels into one.
+    Mono,
+    /// Keep only this channel (0-based).
+    Select(usize),
+}
+
+/// Decoding options shared by a batch.
+#[derive(Debug, Clone)]
+pub struct DecodeParams {
+    /// Target sample rate in Hz; `None` keeps the file's rate.
+    pub sr: Option<u32>,
+    pub channels: Channels,
+    /// Start, in seconds from the beginning.
+    pub offset: f64,
+    /// Length to read in seconds (`None`: to the end).
+    pub duration: Option<f64>,
+    /// Hard cap on the decoded length in seconds; longer files are cut and
+    /// flagged `truncated`.
+    pub max_duration: Option<f64>,
+    pub quality: Quality,
+}
+
+impl Default for DecodeParams {
+    fn default() -> Self {
+        DecodeParams {
+            sr: Some(32000),
+            channels: Channels::Keep,
+            offset: 0.0,
+            duration: None,
+            max_duration: None,
+            quality: Quality::High,
+        }
+    }
+}
+
+impl DecodeParams {
+    /// Check every field; messages name the parameter and its value.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(sr) = self.sr {
+            if sr == 0 {
+                return Err(AglError::param("sr", sr, "must be a positive rate in Hz"));
+            }
+        }
+        if !(self.offset.is_finite() && self.offset >= 0.0) {
+            return Err(AglError::param(
+                "offset",
+                self.offset,
+                "must be >= 0 seconds",
+            ));
+        }
+        for (name, v) in [
+            ("duration", self.duration),
+            ("max_duration", self.max_duration),
+        ] {
+            if let Some(d) = v {
+                if !(d.is_finite() && d >= 0.0) {
+                    return Err(AglError::param(name, d, "must be >= 0 seconds or None"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One decoded file: planar channels at `sr`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// `channels[c]` holds channel `c`.
+    pub channels: Vec<Vec<f32>>,
+    /// Output sample rate in Hz.
+    pub sr: u32,
+    /// The file's own rate and channel count.
+    pub source_sr: u32,
+    pub source_channels: usize,
+    /// Frames in the whole file at its own rate, when the header says.
+    pub source_frames: Option<u64>,
+    /// The read stopped at `max_duration`.
+    pub truncated: bool,
+}
+
+impl Decoded {
+    /// Frames per channel.
+    pub fn frames(&self) -> usize {
+        self.channels.first().map_or(0, |c| c.len())
+    }
+}
+
+fn dec_err(path: &Path, reason: impl std::fmt::Display) -> AglError {
+    AglError::Decode {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn sym_reason(e: &SymError) -> String {
+    match e {
+        SymError::Unsupported(_) => format!("unsupported or unrecognised format ({e})"),
+        other => other.to_string(),
+    }
+}
+
+/// Decode one file. Decoder panics on malformed data are caught and
+/// reported as [`AglError::Decode`].
+pub fn decode_file(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decoded> {
+    p.validate()?;
+    match catch_unwind(AssertUnwindSafe(|| decode_inner(path, p, cancel))) {
+        Ok(r) => r,
+        Err(_) => Err(dec_err(path, "the decoder failed on malformed data")),
+    }
+}
+
+fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decoded> {
+    let file = File::open(path).map_err(|e| dec_err(path, e))?;
+    let mss = MediaSourceStream::new(Box::new(file), Default::default());
+    let mut hint = Hint::new();
+    if let Some(ext) = path.extension().and_then(|e| e.to_str()) {
+        hint.with_extension(ext);
+    }
+    let fmt_opts = FormatOptions {
+        enable_gapless: true,
+        ..Default::default()
+    };
+    let probed = symphonia::default::get_probe()
+        .format(&hint, mss, &fmt_opts, &MetadataOptions::default())
+        .map_err(|e| dec_err(path, sym_reason(&e)))?;
+    let mut format = probed.format;
+    let track = format
+        .tracks()
+        .iter()
+        .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
+        .ok_or_else(|| dec_err(path, "no audio track"))?
+        .clone();
+    let cp = &track.codec_params;
+    let source_sr = cp
+        .sample_rate
+        .filter(|&r| r > 0)
+        .ok_or_else(|| dec_err(path, "the stream has no sample rate"))?;
+    let mut decoder = symphonia::default::get_codecs()
+        .make(cp, &DecoderOptions::default())
+        .map_err(|e| dec_err(path, sym_reason(&e)))?;
+    // Timestamps to frames at the source rate.
+    let tb = cp.time_base;
+    let ts_to_frame = |ts: u64| -> u64 {
+        match tb {
+            Some(tb) => {
+                (ts as u128 * tb.numer as u128 * source_sr as u128 / tb.denom as u128) as u64
+            }
+            None => ts,
+        }
+    };
+
+    let start = (p.offset * source_sr as f64).round() as u64;
+    let want = p.duration.map(|d| (d * source_sr as f64).round() as u64);
+    let cap = p
+        .max_duration
+        .map(|d| (d * source_sr as f64).round() as u64);
+    let (limit, capped) = match (want, cap) {
+        (Some(w), Some(c)) if c < w => (Some(c), true),
+        (Some(w), _) => (Some(w), false),
+        (None, Some(c)) => (Some(c), true),
+        (None, None) => (None, false),
+    };
+    let end = limit.map(|l| start.saturating_add(l));
+
+    if start > 0 {
+        let to = SeekTo::Time {
+            time: Time::from(p.offset),
+            track_id: Some(track.id),
+        };
+        // A failed seek (unseekable stream) falls back to decode-and-drop.
+        if format.seek(SeekMode::Accurate, to).is_ok() {
+            decoder.reset();
+        }
+    }
+
+    let mut out: Option<Resampler> = None;
+    let mut plain: Vec<Vec<f32>> = Vec::new();
+    let mut n_out_ch = 0usize;
+    let mut src_ch = 0usize;
+    let mut sbuf: Option<SampleBuffer<f32>> = None;
+    let mut mixed: Vec<Vec<f32>> = Vec::new();
+    let mut truncated = false;
+    let mut done = false;
+    let mut reached = 0u64; // source frames emitted so far
+
+    while !done {
+        cancel.check()?;
+        let packet = match format.next_packet() {
+            Ok(pk) => pk,
+            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(SymError::ResetRequired) => break,
+            Err(e) => return Err(dec_err(path, e)),
+        };
+        if packet.track_id() != track.id {
+            continue;
+        }
+        let pts = ts_to_frame(packet.ts());
+        let buf = match decoder.decode(&packet) {
+            Ok(b) => b,
+            // A corrupt packet is skipped, as ffmpeg does.
+            Err(SymError::DecodeError(_)) => continue,
+            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(dec_err(path, e)),
+        };
+        let spec = *buf.spec();
+        let ch = spec.channels.count();
+        let frames = buf.frames();
+        if ch == 0 {
+            return Err(dec_err(path, "the stream has no channels"));
+        }
+        if frames == 0 {
+            continue;
+        }
+        if src_ch == 0 {
+            src_ch = ch;
+            n_out_ch = match p.channels {
+                Channels::Keep => ch,
+                Channels::Mono => 1,
+                Channels::Select(i) if i < ch => 1,
+                Channels::Select(i) => {
+                    return Err(AglError::param(
+                        "channel",
+                        i,
+                        format!("must be < the {ch} channel(s) of {}", path.display()),
+                    ))
+                }
+            };
+            mixed = vec![Vec::new(); n_out_ch];
+            plain = vec![Vec::new(); n_out_ch];
+            if let Some(sr) = p.sr.filter(|&sr| sr != source_sr) {
+                let r = Resampler::new(source_sr, sr, n_out_ch, p.quality)?;
+                out = Some(r);
+            }
+        } else if ch != src_ch {
+            return Err(dec_err(
+                path,
+                format!("channel count changed from {src_ch} to {ch}"),
+            ));
+        }
+        let need = frames as u64 * ch as u64;
+        if sbuf.as_ref().map_or(true, |s| (s.capacity() as u64) < need) {
+            sbuf = Some(SampleBuffer::new(frames as u64, spec));
+        }
+        let sb = sbuf.as_mut().expect("set above");
+        sb.copy_planar_ref(buf);
+        let data = sb.samples();
+        // Frames [lo, hi) of this packet fall inside [start, end).
+        let lo = start.saturating_sub(pts).min(frames as u64) as usize;
+        let mut hi = frames;
+        if let Some(e) = end {
+            let room = e.saturating_sub(pts.max(start));
+            if (hi - lo) as u64 >= room {
+                hi = lo + room as usize;
+                done = true;
+                truncated = capped;
+            }
+        }
+        if hi <= lo {
+            continue;
+        }
+        reached += (hi - lo) as u64;
+        for (o, m) in mixed.iter_mut().enumerate() {
+            m.clear();
+            match p.channels {
+                Channels::Keep => m.extend_from_slice(&data[o * frames + lo..o * frames + hi]),
+                Channels::Select(i) => m.extend_from_slice(&data[i * frames + lo..i * frames + hi]),
+                Channels::Mono => {
+                    m.extend_from_slice(&data[lo..hi]);
+                    for c in 1..ch {
+                        for (a, b) in m.iter_mut().zip(&data[c * frames + lo..c * frames + hi]) {
+                            *a += b;
+                        }
+                    }
+                    let s = 1.0 / ch as f32;
+                    m.iter_mut().for_each(|a| *a *= s);
+                }
+            }
+        }
+        match out.as_mut() {
+            Some(r) => {
+                let refs: Vec<&[f32]> = mixed.iter().map(|m| m.as_slice()).collect();
+                r.push(&refs);
+            }
+            None => {
+                for (pl, m) in plain.iter_mut().zip(&mixed) {
+                    pl.extend_from_slice(m);
+                }
+            }
+        }
+    }
+    if src_ch == 0 {
+        // No audio frames at all: report the channel layout from the header.
+        src_ch = cp.channels.map_or(0, |c| c.count());
+        if src_ch == 0 && reached == 0 && cp.n_frames.unwrap_or(0) > 0 {
+            return Err(dec_err(path, "no decodable audio packets"));
+        }
+        n_out_ch = match p.channels {
+            Channels::Keep => src_ch.max(1),
+            _ => 1,
+        };
+        plain = vec![Vec::new(); n_out_ch];
+    }
+    let channels = match out {
+        Some(r) => r.finish(),
+        None => plain,
+    };
+    debug_assert_eq!(channels.len(), n_out_ch);
+    for c in &channels {
+        crate::error::check_finite(c, &format!("the decoded audio of {}", path.display()))?;
+    }
+    Ok(Decoded {
+        channels,
+        sr: p.sr.unwrap_or(source_sr),
+        source_sr,
+        source_channels: src_ch,
+        source_frames: cp.n_frames,
+        truncated,
+    })
+}
+
+/// Decode many files in parallel (one task per file, `n_threads` workers).
+/// Each file gets its own result: a bad file never fails the batch. Only
+/// cancellation fails the whole call.
+pub fn decode_many<P: AsRef<Path> + Sync>(
+    paths: &[P],
+    p: &DecodeParams,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<Vec<Result<Decoded>>> {
+    p.validate()?;
+    let res = install(n_threads, || {
+        paths
+            .par_iter()
+            .with_max_len(1)
+            .map(|path| decode_file(path.as_ref(), p, cancel))
+            .collect::<Vec<_>>()
+    })?;
+    if res.iter().any(|r| matches!(r, Err(AglError::Cancelled))) {
+        return Err(AglError::Cancelled);
+    }
+    Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A 16-bit PCM WAV with `ch` interleaved channels.
+    fn write_wav(path: &Path, sr: u32, ch: u16, frames: &[i16]) {
+        let data_len = (frames.len() * 2) as u32;
+        let mut f = File::create(path).unwrap();
+        f.write_all(b"RIFF").unwrap();
+        f.write_all(&(36 + data_len).to_le_bytes()).unwrap();
+        f.write_all(b"WAVEfmt ").unwrap();
+        f.write_all(&16u32.to_le_bytes()).unwrap();
+        f.write_all(&1u16.to_le_bytes()).unwrap();
+        f.write_all(&ch.to_le_bytes()).unwrap();
+        f.write_all(&sr.to_le_bytes()).unwrap();
+        f.write_all(&(sr * ch as u32 * 2).to_le_bytes()).unwrap();
+        f.write_all(&(ch * 2).to_le_bytes()).unwrap();
+        f.write_all(&16u16.to_le_bytes()).unwrap();
+        f.write_all(b"data").unwrap();
+        f.write_all(&data_len.to_le_bytes()).unwrap();
+        for s in frames {
+            f.write_all(&s.to_le_bytes()).unwrap();
+        }
+    }
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("agl-core-audio-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn wav_stereo_exact_and_channel_modes() {
+        let path = tmp("st.wav");
+        let inter: Vec<i16> = (0..2000)
+            .map(|i| if i % 2 == 0 { 1000 } else { -3000 })
+            .collect();
+        write_wav(&path, 16000, 2, &inter);
+        let mut p = DecodeParams {
+            sr: None,
+            ..Default::default()
+        };
+        let d = decode_file(&path, &p, crate::parallel::never()).unwrap();
+        assert_eq!(d.channels.len(), 2);
+        assert_eq!(d.frames(), 1000);
+        assert_eq!(d.channels[0][5], 1000.0 / 32768.0);
+        assert_eq!(d.channels[1][5], -3000.0 / 32768.0);
+        p.channels = Channels::Mono;
+        let m = decode_file(&path, &p, crate::parallel::never()).unwrap();
+        assert_eq!(m.channels[0][7], -1000.0 / 32768.0);
+        p.channels = Channels::Select(1);
+        let s = decode_file(&path, &p, crate::parallel::never()).unwrap();
+        assert_eq!(s.channels[0][9], -3000.0 / 32768.0);
+        p.channels = Channels::Select(2);
+        assert!(matches!(
+            decode_file(&path, &p, crate::parallel::never()),
+            Err(AglError::InvalidParameter { .. })
+        ));
+        p.channels = Channels::Keep;
+        p.offset = 0.01;
+        p.duration = Some(0.02);
+        let o = decode_file(&path, &p, crate::parallel::never()).unwrap();
+        assert_eq!(o.frames(), 320);
+        p.sr = Some(32000);
+        p.offset = 0.0;
+        p.duration = None;
+        let r = decode_file(&path, &p, crate::parallel::never()).unwrap();
+        assert_eq!(r.frames(), 2000);
+        std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn garbage_and_missing_files_are_decode_errors() {
+        let path = tmp("junk.wav");
+        std::fs::write(&path, b"this is not audio at all").unwrap();
+        let missing = tmp("missing.mp3");
+        let res = decode_many(
+            &[path.clone(), missing],
+            &DecodeParams::default(),
+            Some(2),
+            crate::parallel::never(),
+        )
+        .unwrap();
+        for r in res {
+            assert!(matches!(r, Err(AglError::Decode { .. })), "{r:?}");
+        }
+        std::fs::remove_file(&path).ok();
+    }
+}

@@ -1,0 +1,563 @@
+//! Acoustic quality metrics of a clip (AGL1K's four filters) and their
+//! frame-wise forms.
+//!
+//! Clip-level metrics, one row per clip ([`QualityMetrics`]):
+//!
+//! * `rms`: `sqrt(mean(x^2))` over the whole clip.
+//! * `flatness`: geometric over arithmetic mean of the Welch power spectral
+//!   density. Estimator: periodic Hann segments of `welch_nperseg` samples
+//!   (shortened to the clip length when the clip is shorter), 50% overlap,
+//!   each segment's mean removed (scipy's `detrend='constant'`), one-sided
+//!   density scaling (`1 / (sr * sum(w^2))`, interior bins doubled), segments
+//!   averaged by their mean; values are floored at `amin` before the means.
+//!   This is `scipy.signal.welch(x, sr, nperseg=n)` followed by the ratio.
+//! * `clipping_ratio`: the paper's `#{n : |x[n]| = max|x|} / N`; `0` for a
+//!   clip whose peak is zero (no peak, nothing clipped).
+//! * `full_scale_ratio`: `#{n : |x[n]| >= threshold} / N`, samples at or
+//!   above full scale (threshold default 0.999).
+//! * `complexity`: the paper's `AC = sum_f sum_t |E[f,t+1] - E[f,t]| /
+//!   sum_t E[f,t]` with the band-energy matrix `E` the power spectrogram
+//!   (`|STFT|^2`, one band per frequency bin).
+//! * `aci`: the acoustic complexity index of Pieretti et al. as scikit-maad
+//!   computes it, the same sum on the amplitude spectrogram `|STFT|`.
+//!
+//! In both complexity sums a band whose energy is zero over the whole clip
+//! contributes 0 (scikit-maad gives NaN there).
+
+use crate::batch::{map_items, run_framewise, FrameOutput, Layout};
+use crate::error::{check_finite, AglError, Result};
+use crate::parallel::Cancel;
+use crate::stft::{reflect_index, FftScratch, PadMode, Source, StftParams, StftPlan};
+use crate::window::Window;
+
+/// Clip-level quality metrics (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QualityMetrics {
+    pub rms: f64,
+    pub flatness: f64,
+    pub clipping_ratio: f64,
+    pub full_scale_ratio: f64,
+    pub complexity: f64,
+    pub aci: f64,
+}
+
+/// Parameters of [`quality_batch`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct QualityParams {
+    pub sr: f64,
+    /// Welch segment length for the clip-level flatness.
+    pub welch_nperseg: usize,
+    /// Floor applied to PSD values before the flatness means.
+    pub amin: f64,
+    /// Threshold of the full-scale clipping variant.
+    pub full_scale_threshold: f32,
+    /// STFT of the complexity metrics (`center=false`, periodic Hann).
+    pub n_fft: usize,
+    pub hop_length: usize,
+}
+
+impl QualityParams {
+    pub fn new(sr: f64) -> Self {
+        QualityParams {
+            sr,
+            welch_nperseg: 1024,
+            amin: 1e-10,
+            full_scale_threshold: 0.999,
+            n_fft: 512,
+            hop_length: 256,
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if !(self.sr.is_finite() && self.sr > 0.0) {
+            return Err(AglError::param(
+                "sr",
+                self.sr,
+                "must be a positive sample rate in Hz",
+            ));
+        }
+        if self.welch_nperseg < 2 {
+            return Err(AglError::param(
+                "welch_nperseg",
+                self.welch_nperseg,
+                "must be >= 2",
+            ));
+        }
+        if !(self.amin.is_finite() && self.amin > 0.0) {
+            return Err(AglError::param("amin", self.amin, "must be > 0"));
+        }
+        if !(self.full_scale_threshold.is_finite() && self.full_scale_threshold > 0.0) {
+            return Err(AglError::param(
+                "full_scale_threshold",
+                self.full_scale_threshold,
+                "must be > 0",
+            ));
+        }
+        if self.n_fft < 2 || self.hop_length == 0 {
+            return Err(AglError::InvalidParameter {
+                name: "n_fft",
+                value: self.n_fft.to_string(),
+                reason: format!(
+                    "must be >= 2 with hop_length >= 1 (hop_length={})",
+                    self.hop_length
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Root mean square of a clip (f64 accumulation); 0 for an empty clip.
+pub fn clip_rms(x: &[f32]) -> f64 {
+    if x.is_empty() {
+        return 0.0;
+    }
+    (x.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / x.len() as f64).sqrt()
+}
+
+/// Sum of squares (f64), peak magnitude and the count at or above
+/// `threshold`, in one pass with four lanes.
+fn clip_stats(x: &[f32], threshold: f32) -> (f64, f32, usize) {
+    let mut sq = [0.0f64; 4];
+    let mut pk = [0.0f32; 4];
+    let mut cnt = [0usize; 4];
+    let chunks = x.chunks_exact(4);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..4 {
+            let v = c[l];
+            sq[l] += (v as f64) * (v as f64);
+            pk[l] = pk[l].max(v.abs());
+            cnt[l] += (v.abs() >= threshold) as usize;
+        }
+    }
+    for &v in rest {
+        sq[0] += (v as f64) * (v as f64);
+        pk[0] = pk[0].max(v.abs());
+        cnt[0] += (v.abs() >= threshold) as usize;
+    }
+    (
+        sq.iter().sum(),
+        pk.iter().fold(0.0f32, |m, &v| m.max(v)),
+        cnt.iter().sum(),
+    )
+}
+
+/// The paper's clipping ratio and the full-scale variant.
+pub fn clipping_ratios(x: &[f32], threshold: f32) -> (f64, f64) {
+    if x.is_empty() {
+        return (0.0, 0.0);
+    }
+    let (_, peak, full) = clip_stats(x, threshold);
+    let n = x.len() as f64;
+    let at_peak = if peak > 0.0 {
+        x.iter().filter(|v| v.abs() == peak).count() as f64 / n
+    } else {
+        0.0
+    };
+    (at_peak, full as f64 / n)
+}
+
+/// Welch one-sided power spectral density (scipy's defaults for
+/// `window='hann'`, `noverlap=nperseg // 2`, `detrend='constant'`,
+/// `scaling='density'`); `nperseg` is shortened to the clip length.
+pub fn welch_psd(x: &[f32], sr: f64, nperseg: usize, scratch: &mut Option<FftScratch>) -> Vec<f64> {
+    let n = nperseg.min(x.len()).max(1);
+    let w: Vec<f64> = Window::Hann { periodic: true }
+        .coefficients(n)
+        .unwrap_or_else(|_| vec![1.0; n])
+        .iter()
+        .map(|&v| v as f64)
+        .collect();
+    let s = match scratch {
+        Some(s) if s.frame.len() == n => s,
+        _ => scratch.insert(FftScratch::new(n)),
+    };
+    let step = (n - n / 2).max(1);
+    let n_seg = if x.len() >= n {
+        (x.len() - n) / step + 1
+    } else {
+        0
+    };
+    let nf = n / 2 + 1;
+    let mut acc = vec![0.0f64; nf];
+    let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
+    // With an even segment length each segment is two hop blocks: their
+    // sums give every segment mean.
+    let blocks: Vec<f64> = if n == 2 * step {
+        x[..(n_seg + 1) * step]
+            .chunks_exact(step)
+            .map(|c| c.iter().map(|&v| v as f64).sum())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for k in 0..n_seg {
+        let seg = &x[k * step..k * step + n];
+        let sum = if blocks.is_empty() {
+            seg.iter().map(|&v| v as f64).sum::<f64>()
+        } else {
+            blocks[k] + blocks[k + 1]
+        };
+        let mean = (sum / n as f64) as f32;
+        for ((o, &v), &wv) in s.frame.iter_mut().zip(seg).zip(&w32) {
+            *o = (v - mean) * wv;
+        }
+        s.transform();
+        for (a, c) in acc.iter_mut().zip(&s.spectrum) {
+            *a += c.norm_sqr() as f64;
+        }
+    }
+    let wss: f64 = w.iter().map(|v| v * v).sum();
+    let scale = if wss > 0.0 && n_seg > 0 {
+        1.0 / (sr * wss * n_seg as f64)
+    } else {
+        0.0
+    };
+    let last = if n % 2 == 0 { nf - 1 } else { nf };
+    for (k, a) in acc.iter_mut().enumerate() {
+        *a *= scale;
+        if k >= 1 && k < last {
+            *a *= 2.0;
+        }
+    }
+    acc
+}
+
+/// Geometric over arithmetic mean of `max(p, amin)`.
+///
+/// The geometric mean is taken from a running product whose binary exponent
+/// is moved into an integer at every step (exact, and one logarithm per
+/// call instead of one per value).
+pub fn flatness_of(p: impl Iterator<Item = f64>, amin: f64) -> f64 {
+    const EXP_MASK: u64 = 0x7ff << 52;
+    const ONE_EXP: u64 = 1023 << 52;
+    let mut n = 0usize;
+    let mut mant = 1.0f64;
+    let mut exp: i64 = 0;
+    let mut sum = 0.0;
+    for v in p {
+        let v = if v.is_finite() { v.max(amin) } else { amin }.max(f64::MIN_POSITIVE);
+        sum += v;
+        n += 1;
+        mant *= v;
+        let bits = mant.to_bits();
+        exp += ((bits & EXP_MASK) >> 52) as i64 - 1023;
+        mant = f64::from_bits((bits & !EXP_MASK) | ONE_EXP);
+    }
+    if n == 0 || sum <= 0.0 {
+        return 1.0;
+    }
+    let log_mean = (exp as f64 * std::f64::consts::LN_2 + mant.ln()) / n as f64;
+    log_mean.exp() / (sum / n as f64)
+}
+
+/// Complexity sums of a row-major `[n_bands, n_frames]` matrix: the
+/// per-band values `sum_t |E[f,t+1]-E[f,t]| / sum_t E[f,t]` (0 for a band
+/// with zero energy) and their total.
+pub fn complexity_of(e: &[f64], n_bands: usize, n_frames: usize) -> (Vec<f64>, f64) {
+    let mut per = vec![0.0; n_bands];
+    if n_frames == 0 {
+        return (per, 0.0);
+    }
+    for (f, p) in per.iter_mut().enumerate() {
+        let row = &e[f * n_frames..(f + 1) * n_frames];
+        let den: f64 = row.iter().sum();
+        let num: f64 = row.windows(2).map(|w| (w[1] - w[0]).abs()).sum();
+        *p = if den > 0.0 { num / den } else { 0.0 };
+    }
+    let total = per.iter().sum();
+    (per, total)
+}
+
+/// Validate a batch for the quality kernels: finite values (empty clips are
+/// allowed and give defined metrics).
+fn check_items(items: &[&[f32]]) -> Result<()> {
+    for (i, x) in items.iter().enumerate() {
+        check_finite(x, &format!("audio buffer (item {i})"))?;
+    }
+    Ok(())
+}
+
+/// The paper's AC (power spectrogram) and scikit-maad's ACI (amplitude
+/// spectrogram) of one clip, accumulated frame by frame: per band the
+/// previous value, the sum of absolute differences and the sum, for both.
+fn streaming_complexity(
+    x: &[f32],
+    n_frames: usize,
+    nb: usize,
+    plan: &StftPlan,
+    stft: &mut FftScratch,
+    acc: &mut Vec<[f64; 6]>,
+) -> (f64, f64) {
+    acc.clear();
+    acc.resize(nb, [0.0; 6]);
+    let src = Source::plain(x);
+    for t in 0..n_frames {
+        plan.transform_frame(&src, t, stft);
+        for (a, c) in acc.iter_mut().zip(&stft.spectrum[..nb]) {
+            let pw = c.norm_sqr() as f64;
+            let am = pw.sqrt();
+            if t > 0 {
+                a[1] += (pw - a[0]).abs();
+                a[4] += (am - a[3]).abs();
+            }
+            a[0] = pw;
+            a[2] += pw;
+            a[3] = am;
+            a[5] += am;
+        }
+    }
+    let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
+    acc.iter().fold((0.0, 0.0), |(ac, aci), a| {
+        (ac + ratio(a[1], a[2]), aci + ratio(a[4], a[5]))
+    })
+}
+
+/// Clip-level metrics of one clip, with per-worker FFT scratch.
+fn clip_metrics(
+    x: &[f32],
+    p: &QualityParams,
+    plan: &StftPlan,
+    welch: &mut Option<FftScratch>,
+    stft: &mut FftScratch,
+    acc: &mut Vec<[f64; 6]>,
+) -> QualityMetrics {
+    let (sq, peak, full) = clip_stats(x, p.full_scale_threshold);
+    let n = x.len().max(1) as f64;
+    let rms = (sq / n).sqrt();
+    let clipping_ratio = if peak > 0.0 {
+        x.iter().filter(|v| v.abs() == peak).count() as f64 / n
+    } else {
+        0.0
+    };
+    let full_scale_ratio = full as f64 / n;
+    let flatness = if x.is_empty() {
+        1.0
+    } else {
+        flatness_of(
+            welch_psd(x, p.sr, p.welch_nperseg, welch).into_iter(),
+            p.amin,
+        )
+    };
+    let (complexity, aci) = match plan.n_frames(x.len()) {
+        Ok(t) if t >= 2 => streaming_complexity(x, t, p.n_fft / 2 + 1, plan, stft, acc),
+        _ => (0.0, 0.0),
+    };
+    QualityMetrics {
+        rms,
+        flatness,
+        clipping_ratio,
+        full_scale_ratio,
+        complexity,
+        aci,
+    }
+}
+
+/// Clip-level metrics of every clip of a batch, in parallel over clips.
+pub fn quality_batch(
+    items: &[&[f32]],
+    p: &QualityParams,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<Vec<QualityMetrics>> {
+    p.validate()?;
+    check_items(items)?;
+    let mut sp = StftParams::new(p.n_fft);
+    sp.hop_length = p.hop_length;
+    sp.center = false;
+    let plan = StftPlan::new(sp)?;
+    map_items(items.len(), n_threads, cancel, |i| {
+        let mut welch = None;
+        let mut stft = FftScratch::new(p.n_fft);
+        let mut acc = Vec::new();
+        Ok(clip_metrics(
+            items[i], p, &plan, &mut welch, &mut stft, &mut acc,
+        ))
+    })
+}
+
+/// Sum of squares with eight float32 lanes (vectorised), added in f64.
+fn sum_squares(x: &[f32]) -> f64 {
+    let mut lanes = [0.0f32; 8];
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l += v * v;
+        }
+    }
+    let tail: f64 = rest.iter().map(|&v| (v as f64) * (v as f64)).sum();
+    lanes.iter().map(|&l| l as f64).sum::<f64>() + tail
+}
+
+/// Frame-wise RMS as `librosa.feature.rms(y=...)`: frames of `frame_length`
+/// samples every `hop_length`, padded by `frame_length // 2` on both sides
+/// when `center`. Items are `[1, frames]`.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_frames(
+    items: &[&[f32]],
+    frame_length: usize,
+    hop_length: usize,
+    center: bool,
+    pad_mode: PadMode,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<FrameOutput<f32>> {
+    let mut sp = StftParams::new(frame_length);
+    sp.hop_length = hop_length;
+    sp.center = center;
+    sp.pad_mode = pad_mode;
+    sp.validate()?;
+    crate::stft::check_signals(items)?;
+    let n_frames = items
+        .iter()
+        .map(|x| sp.n_frames(x.len()))
+        .collect::<Result<Vec<_>>>()?;
+    let pad = sp.pad() as isize;
+    run_framewise(
+        &n_frames,
+        Layout::WidthTime { width: 1 },
+        extent,
+        n_threads,
+        cancel,
+        || (),
+        |_, item, t, row| {
+            let x = items[item];
+            let n = x.len();
+            let start = (t * hop_length) as isize - pad;
+            let mut acc = 0.0f64;
+            if start >= 0 && start as usize + frame_length <= n {
+                let s = start as usize;
+                acc = sum_squares(&x[s..s + frame_length]);
+            } else {
+                for k in 0..frame_length as isize {
+                    let pos = start + k;
+                    let v = if pos >= 0 && (pos as usize) < n {
+                        x[pos as usize]
+                    } else {
+                        match pad_mode {
+                            PadMode::Constant => 0.0,
+                            PadMode::Reflect => x[reflect_index(pos, n)],
+                        }
+                    };
+                    acc += (v as f64) * (v as f64);
+                }
+            }
+            row[0] = (acc / frame_length as f64).sqrt() as f32;
+        },
+    )
+}
+
+/// Frame-wise spectral flatness as `librosa.feature.spectral_flatness`:
+/// `S = max(|STFT|^power, amin)`, then `exp(mean(log S)) / mean(S)` per
+/// frame. Items are `[1, frames]`.
+pub fn spectral_flatness_frames(
+    items: &[&[f32]],
+    params: &StftParams,
+    amin: f32,
+    power: f32,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<FrameOutput<f32>> {
+    if !(amin.is_finite() && amin > 0.0) {
+        return Err(AglError::param("amin", amin, "must be strictly positive"));
+    }
+    if !(power.is_finite() && power > 0.0) {
+        return Err(AglError::param("power", power, "must be strictly positive"));
+    }
+    let plan = StftPlan::new(params.clone())?;
+    crate::stft::check_signals(items)?;
+    let n_frames = items
+        .iter()
+        .map(|x| plan.n_frames(x.len()))
+        .collect::<Result<Vec<_>>>()?;
+    let nf = params.n_freqs();
+    let amin = amin as f64;
+    run_framewise(
+        &n_frames,
+        Layout::WidthTime { width: 1 },
+        extent,
+        n_threads,
+        cancel,
+        || FftScratch::new(params.n_fft),
+        |s, item, t, row| {
+            plan.transform_frame(&Source::plain(items[item]), t, s);
+            let mags = s.spectrum[..nf].iter().map(|c| {
+                let m2 = c.norm_sqr() as f64;
+                if power == 2.0 {
+                    m2
+                } else {
+                    m2.powf(power as f64 / 2.0)
+                }
+            });
+            row[0] = flatness_of(mags, amin) as f32;
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallel::never;
+
+    fn noise(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 33) as f64 / (1u64 << 31) as f64 - 0.5) as f32
+            })
+            .collect()
+    }
+
+    #[test]
+    fn white_noise_is_flat_and_a_tone_is_not() {
+        let x = noise(32000, 1);
+        let tone: Vec<f32> = (0..32000)
+            .map(|i| (2.0 * std::f64::consts::PI * 1000.0 * i as f64 / 16000.0).sin() as f32 * 0.5)
+            .collect();
+        let p = QualityParams::new(16000.0);
+        let m = quality_batch(&[&x, &tone], &p, Some(1), never()).unwrap();
+        assert!(m[0].flatness > 0.8, "{}", m[0].flatness);
+        assert!(m[1].flatness < 0.01, "{}", m[1].flatness);
+        assert!((m[1].rms - 0.5 / 2f64.sqrt()).abs() < 1e-4);
+    }
+
+    #[test]
+    fn clipped_sine_ratio() {
+        let x: Vec<f32> = (0..1000)
+            .map(|i| ((i as f32 * 0.1).sin() * 2.0).clamp(-1.0, 1.0))
+            .collect();
+        let expect = x.iter().filter(|v| v.abs() == 1.0).count() as f64 / 1000.0;
+        let (cr, fs) = clipping_ratios(&x, 0.999);
+        assert_eq!(cr, expect);
+        assert!(fs >= cr && fs > 0.3);
+    }
+
+    #[test]
+    fn degenerate_clips_are_defined() {
+        let z = vec![0.0f32; 100];
+        let one = [0.3f32];
+        let p = QualityParams::new(16000.0);
+        let m = quality_batch(&[&z, &one, &[]], &p, Some(2), never()).unwrap();
+        for r in &m {
+            assert!(r.rms.is_finite() && r.flatness.is_finite() && r.complexity.is_finite());
+        }
+        assert_eq!(m[0].clipping_ratio, 0.0);
+        assert_eq!(m[1].clipping_ratio, 1.0);
+    }
+
+    #[test]
+    fn complexity_of_constant_rows_is_zero() {
+        let e = vec![1.0; 3 * 5];
+        assert_eq!(complexity_of(&e, 3, 5).1, 0.0);
+        let e = [1.0, 3.0, 1.0, 0.0, 0.0, 0.0];
+        let (per, tot) = complexity_of(&e, 2, 3);
+        assert!((per[0] - 4.0 / 5.0).abs() < 1e-12 && per[1] == 0.0 && tot == per[0]);
+    }
+}

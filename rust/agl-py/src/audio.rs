@@ -1,0 +1,196 @@
+//! Bindings of audio decoding and resampling. `load` decodes one file and
+//! raises on failure; `load_many` decodes a batch in parallel and returns
+//! per-file results (a flat planar buffer plus the layout and per-file
+//! errors) that the Python layer turns into an Arrow table.
+
+use std::path::PathBuf;
+
+use agl_core::audio::{decode_file, decode_many, Channels, DecodeParams};
+use agl_core::resample::{resample, Quality};
+use agl_core::AglError;
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2};
+use pyo3::prelude::*;
+
+use crate::errors::{param_err, to_py};
+use crate::gateway;
+
+fn params(
+    sr: Option<u32>,
+    mono: bool,
+    channel: Option<usize>,
+    offset: f64,
+    duration: Option<f64>,
+    max_duration: Option<f64>,
+    res_type: &str,
+) -> PyResult<DecodeParams> {
+    let channels = match (mono, channel) {
+        (true, Some(_)) => return Err(param_err("pass either mono=True or channel=i, not both")),
+        (true, None) => Channels::Mono,
+        (false, Some(i)) => Channels::Select(i),
+        (false, None) => Channels::Keep,
+    };
+    let p = DecodeParams {
+        sr,
+        channels,
+        offset,
+        duration,
+        max_duration,
+        quality: Quality::from_name(res_type).map_err(to_py)?,
+    };
+    p.validate().map_err(to_py)?;
+    Ok(p)
+}
+
+/// Rough work size of files (bytes on disk), to pick the gateway mode.
+fn work_of(paths: &[PathBuf]) -> usize {
+    paths
+        .iter()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len() as usize))
+        .sum()
+}
+
+/// Name of the Python exception class a core error maps to.
+fn error_kind(e: &AglError) -> &'static str {
+    match e {
+        AglError::InvalidParameter { .. } => "ParameterError",
+        AglError::Shape(_) => "ShapeError",
+        AglError::NonFinite { .. } => "NonFiniteError",
+        AglError::Decode { .. } => "AudioDecodeError",
+        AglError::Io(_) => "AglIOError",
+        _ => "AglError",
+    }
+}
+
+/// `load`'s result: `(y [channels, n], sr, source_sr, source_channels,
+/// truncated)`.
+type Loaded<'py> = (Bound<'py, PyArray2<f32>>, u32, u32, usize, bool);
+
+/// Decode one file.
+#[pyfunction]
+#[pyo3(signature = (path, sr=Some(32000), mono=false, channel=None, offset=0.0, duration=None, max_duration=None, res_type="hq"))]
+#[allow(clippy::too_many_arguments)]
+pub fn load<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    sr: Option<u32>,
+    mono: bool,
+    channel: Option<usize>,
+    offset: f64,
+    duration: Option<f64>,
+    max_duration: Option<f64>,
+    res_type: &str,
+) -> PyResult<Loaded<'py>> {
+    let p = params(sr, mono, channel, offset, duration, max_duration, res_type)?;
+    let work = work_of(std::slice::from_ref(&path));
+    let d = gateway::run(py, work, |c| decode_file(&path, &p, c))?;
+    let (n_ch, n) = (d.channels.len(), d.frames());
+    let flat: Vec<f32> = d.channels.concat();
+    let arr = flat.into_pyarray(py).reshape([n_ch, n])?;
+    Ok((arr, d.sr, d.source_sr, d.source_channels, d.truncated))
+}
+
+/// Per-batch result of `load_many`.
+type Many<'py> = (
+    Bound<'py, PyArray1<f32>>,
+    Bound<'py, PyArray1<u64>>,
+    Bound<'py, PyArray1<u64>>,
+    Vec<u32>,
+    Vec<u32>,
+    Vec<u64>,
+    Vec<bool>,
+    Vec<Option<&'static str>>,
+    Vec<Option<String>>,
+);
+
+/// Decode many files in parallel. Returns `(data, channels, frames, sr,
+/// source_sr, source_channels, truncated, error_kind, error_message)`:
+/// `data` holds every file's channels one after another (planar); failed
+/// files have zero channels and an error.
+#[pyfunction]
+#[pyo3(signature = (paths, sr=Some(32000), mono=false, channel=None, offset=0.0, duration=None, max_duration=None, res_type="hq", n_threads=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn load_many<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    sr: Option<u32>,
+    mono: bool,
+    channel: Option<usize>,
+    offset: f64,
+    duration: Option<f64>,
+    max_duration: Option<f64>,
+    res_type: &str,
+    n_threads: Option<usize>,
+) -> PyResult<Many<'py>> {
+    let p = params(sr, mono, channel, offset, duration, max_duration, res_type)?;
+    let work = work_of(&paths);
+    let res = gateway::run(py, work, |c| decode_many(&paths, &p, n_threads, c))?;
+    let total: usize = res
+        .iter()
+        .map(|r| r.as_ref().map_or(0, |d| d.channels.len() * d.frames()))
+        .sum();
+    let mut data = Vec::with_capacity(total);
+    let n = res.len();
+    let (mut chans, mut frames) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut srs, mut src_srs, mut src_chs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut trunc, mut kinds, mut msgs) = (Vec::new(), Vec::new(), Vec::new());
+    for r in res {
+        match r {
+            Ok(d) => {
+                chans.push(d.channels.len() as u64);
+                frames.push(d.frames() as u64);
+                for c in &d.channels {
+                    data.extend_from_slice(c);
+                }
+                srs.push(d.sr);
+                src_srs.push(d.source_sr);
+                src_chs.push(d.source_channels as u64);
+                trunc.push(d.truncated);
+                kinds.push(None);
+                msgs.push(None);
+            }
+            Err(e) => {
+                chans.push(0);
+                frames.push(0);
+                srs.push(0);
+                src_srs.push(0);
+                src_chs.push(0);
+                trunc.push(false);
+                kinds.push(Some(error_kind(&e)));
+                msgs.push(Some(e.to_string()));
+            }
+        }
+    }
+    Ok((
+        data.into_pyarray(py),
+        chans.into_pyarray(py),
+        frames.into_pyarray(py),
+        srs,
+        src_srs,
+        src_chs,
+        trunc,
+        kinds,
+        msgs,
+    ))
+}
+
+/// Resample a `[channels, n]` float32 array from `orig_sr` to `target_sr`.
+#[pyfunction]
+#[pyo3(signature = (y, orig_sr, target_sr, res_type="hq"))]
+pub fn resample_array<'py>(
+    py: Python<'py>,
+    y: PyReadonlyArray2<'py, f32>,
+    orig_sr: u32,
+    target_sr: u32,
+    res_type: &str,
+) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    let q = Quality::from_name(res_type).map_err(to_py)?;
+    let view = y.as_array();
+    let rows: Vec<Vec<f32>> = view.rows().into_iter().map(|r| r.to_vec()).collect();
+    let work = rows.iter().map(|r| r.len()).sum();
+    let out = gateway::run(py, work, |_| {
+        let refs: Vec<&[f32]> = rows.iter().map(|r| r.as_slice()).collect();
+        resample(&refs, orig_sr, target_sr, q)
+    })?;
+    let (n_ch, n) = (out.len(), out.first().map_or(0, |c| c.len()));
+    out.concat().into_pyarray(py).reshape([n_ch, n])
+}

@@ -1,0 +1,142 @@
+//! Bindings of the acoustic quality metrics: clip-level metrics of a batch,
+//! frame-wise RMS and spectral flatness (librosa's forms), and the
+//! complexity sums of a given spectrogram.
+
+use agl_core::quality::{
+    complexity_of, quality_batch, rms_frames, spectral_flatness_frames, QualityParams,
+};
+use agl_core::stft::PadMode;
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods,
+};
+use pyo3::prelude::*;
+
+use crate::errors::{param_err, to_py};
+use crate::features::{out, stft_params, Out};
+use crate::gateway;
+use crate::input::{total_samples, MonoBatch};
+
+/// Clip-level metrics `[batch, 6]`: rms, flatness, clipping_ratio,
+/// full_scale_ratio, complexity, aci.
+#[pyfunction]
+#[pyo3(signature = (signals, sr, welch_nperseg=1024, amin=1e-10, full_scale_threshold=0.999, n_fft=512, hop_length=256, n_threads=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn quality_metrics<'py>(
+    py: Python<'py>,
+    signals: &Bound<'py, PyAny>,
+    sr: f64,
+    welch_nperseg: usize,
+    amin: f64,
+    full_scale_threshold: f32,
+    n_fft: usize,
+    hop_length: usize,
+    n_threads: Option<usize>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let p = QualityParams {
+        sr,
+        welch_nperseg,
+        amin,
+        full_scale_threshold,
+        n_fft,
+        hop_length,
+    };
+    let batch = MonoBatch::extract(signals)?;
+    let items = batch.slices()?;
+    let work = total_samples(&items, |x| x.len());
+    let m = gateway::run(py, work, |c| quality_batch(&items, &p, n_threads, c))?;
+    let n = m.len();
+    let flat: Vec<f64> = m
+        .iter()
+        .flat_map(|r| {
+            [
+                r.rms,
+                r.flatness,
+                r.clipping_ratio,
+                r.full_scale_ratio,
+                r.complexity,
+                r.aci,
+            ]
+        })
+        .collect();
+    flat.into_pyarray(py).reshape([n, 6])
+}
+
+/// Frame-wise RMS; items `[1, frames]`.
+#[pyfunction]
+#[pyo3(signature = (signals, frame_length, hop_length, center, pad_mode, extent=None, n_threads=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn rms<'py>(
+    py: Python<'py>,
+    signals: &Bound<'py, PyAny>,
+    frame_length: usize,
+    hop_length: usize,
+    center: bool,
+    pad_mode: &str,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+) -> PyResult<Out<'py, f32>> {
+    let pm = PadMode::from_name(pad_mode).map_err(to_py)?;
+    let batch = MonoBatch::extract(signals)?;
+    let items = batch.slices()?;
+    let work = total_samples(&items, |x| x.len());
+    let o = gateway::run(py, work, |c| {
+        rms_frames(
+            &items,
+            frame_length,
+            hop_length,
+            center,
+            pm,
+            extent,
+            n_threads,
+            c,
+        )
+    })?;
+    Ok(out(py, o))
+}
+
+/// Frame-wise spectral flatness; items `[1, frames]`.
+#[pyfunction]
+#[pyo3(signature = (signals, n_fft, hop_length, win_length, window, center, pad_mode, amin=1e-10, power=2.0, extent=None, n_threads=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn spectral_flatness<'py>(
+    py: Python<'py>,
+    signals: &Bound<'py, PyAny>,
+    n_fft: usize,
+    hop_length: Option<usize>,
+    win_length: Option<usize>,
+    window: &Bound<'py, PyAny>,
+    center: bool,
+    pad_mode: &str,
+    amin: f32,
+    power: f32,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+) -> PyResult<Out<'py, f32>> {
+    let p = stft_params(n_fft, hop_length, win_length, window, center, pad_mode)?;
+    let batch = MonoBatch::extract(signals)?;
+    let items = batch.slices()?;
+    let work = total_samples(&items, |x| x.len());
+    let o = gateway::run(py, work, |c| {
+        spectral_flatness_frames(&items, &p, amin, power, extent, n_threads, c)
+    })?;
+    Ok(out(py, o))
+}
+
+/// Complexity sums of a `[n_bands, n_frames]` matrix: per band and total.
+#[pyfunction]
+pub fn acoustic_complexity<'py>(
+    py: Python<'py>,
+    s: PyReadonlyArray2<'py, f64>,
+) -> PyResult<(Bound<'py, PyArray1<f64>>, f64)> {
+    let shape = s.shape();
+    let (nb, nt) = (shape[0], shape[1]);
+    let a = s.as_array();
+    if a.iter().any(|v| !v.is_finite() || *v < 0.0) {
+        return Err(param_err(
+            "spectrogram values must be finite and non-negative (energies or magnitudes)",
+        ));
+    }
+    let flat: Vec<f64> = a.iter().copied().collect();
+    let (per, total) = complexity_of(&flat, nb, nt);
+    Ok((per.into_pyarray(py), total))
+}
