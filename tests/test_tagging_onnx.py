@@ -141,3 +141,17 @@ def test_tagging_stage_bad_arguments(mn_onnx):
         tagging_stage([np.zeros(10, np.float32)], tagger="birds")
     with pytest.raises(ParameterError, match="batch_size must be >= 1"):
         EfficientATTagger(mn_onnx, window_s=1.0, batch_size=0, device="cpu")
+
+
+def test_producer_errors_reach_the_caller_and_closing_does_not_hang(mn_onnx, rng):
+    from agl_fast.exceptions import AglError
+
+    tagger = EfficientATTagger(mn_onnx, window_s=1.0, batch_size=1, prefetch=1, device="cpu")
+    bad = np.full(32000, np.nan, np.float32)
+    with pytest.raises(AglError, match=r"(?i)finite|nan"):
+        list(tagger.clip_frames([bad]))
+    clips = [(0.1 * rng.standard_normal(32000)).astype(np.float32) for _ in range(8)]
+    gen = tagger.clip_frames(clips)
+    first = next(gen)
+    assert first.probs.shape == (1, 527)
+    gen.close()  # the producer, blocked on a full queue, stops

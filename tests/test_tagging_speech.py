@@ -13,7 +13,7 @@ sf = pytest.importorskip("soundfile")
 soxr = pytest.importorskip("soxr")
 
 from agl_fast.exceptions import ParameterError  # noqa: E402
-from agl_fast.tagging import SpeechTagger, tagging_stage  # noqa: E402
+from agl_fast.tagging import PipelineTaggingStage, SpeechTagger, tagging_stage  # noqa: E402
 from agl_fast.tagging.speech import decimate  # noqa: E402
 
 SR = 32000
@@ -105,3 +105,19 @@ def test_bad_arguments(tagger):
         SpeechTagger(sr=22050)
     with pytest.raises(ParameterError, match="non-empty mono 1-D clip"):
         tagger.tag([np.zeros((2, 10), np.float32)])
+
+
+def test_pipeline_stage_adapter(tagger, speech_32k, rng):
+    from agl_fast.pipeline.stages import Clips
+
+    stereo = np.stack([speech_32k, speech_32k])
+    noise = (0.05 * rng.standard_normal((2, 3 * 48000))).astype(np.float32)
+    stage = PipelineTaggingStage(tagger)
+    cols = stage(Clips(keys=["a"], audio=[stereo], sr=SR, batch_id=0))
+    assert stage.name == "tagging_speech"
+    assert cols["speech_group_human_sounds"].to_pylist()[0] > 0.6
+    assert cols["speech_error"].to_pylist() == [None]
+    # another rate is resampled to the tagger's first
+    cols = stage(Clips(keys=["b"], audio=[noise], sr=48000, batch_id=1))
+    assert cols["speech_duration_s"].to_pylist()[0] == pytest.approx(3.0, abs=1e-3)
+    assert cols["speech_group_human_sounds"].to_pylist()[0] < 0.05

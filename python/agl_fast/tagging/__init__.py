@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .onnx_backend import BackendError, OnnxModel, make_session
 from .ontology import GROUP_KEYS, Ontology, ontology
-from .results import result_schema, tag_table, tagging_stage
+from .results import PipelineTaggingStage, result_schema, tag_table, tagging_stage
 from .speech import SpeechTagger, silero_model_path
 from .tagger import ClipTags, EfficientATTagger, Tagger
 from .windows import ClipFrames, extract_windows, plan_windows, time_fractions
@@ -28,6 +28,7 @@ __all__ = [
     "EfficientATTagger",
     "OnnxModel",
     "Ontology",
+    "PipelineTaggingStage",
     "SpeechTagger",
     "Tagger",
     "extract_windows",

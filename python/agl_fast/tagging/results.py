@@ -34,7 +34,7 @@ from ..exceptions import ParameterError
 from .ontology import GROUP_KEYS
 from .tagger import ClipTags, EfficientATTagger, Tagger
 
-__all__ = ["result_schema", "tag_table", "tagging_stage"]
+__all__ = ["PipelineTaggingStage", "result_schema", "tag_table", "tagging_stage"]
 
 _CLASS = pa.struct([("index", pa.int32()), ("name", pa.string()), ("fraction", pa.float32())])
 
@@ -157,3 +157,40 @@ def tagging_stage(
     elif tagger_options:
         raise ParameterError("tagger options apply only when the tagger is given by name")
     return tag_table(tagger, clips, floor=floor, top_k=top_k)
+
+
+class PipelineTaggingStage:
+    """Adapter to the curation pipeline's stage interface
+    (:mod:`agl_fast.pipeline.stages`): ``__call__(clips)`` takes the batch's
+    ``[channels, n]`` audio, tags the channel mean (resampled to the
+    tagger's rate when the batch has another) and returns the columns of
+    :func:`tag_table` prefixed with the tagger name (``speech_classes``,
+    ``speech_group_human_sounds``, ``speech_error``, ...).
+
+    Register it with
+    ``register_stage("tagging", lambda: PipelineTaggingStage(SpeechTagger()))``.
+    """
+
+    def __init__(self, tagger: Tagger, *, floor: float = 0.01, top_k: int = 5) -> None:
+        self.tagger = tagger
+        self.name = f"tagging_{tagger.name}"
+        self.floor = floor
+        self.top_k = top_k
+
+    def __call__(self, clips: Any) -> dict[str, pa.Array]:
+        from ..audio import resample
+
+        mono = []
+        for y in clips.audio:
+            a = np.asarray(y, dtype=np.float32)
+            m = a.mean(axis=0) if a.ndim == 2 else a
+            if int(clips.sr) != self.tagger.sr and m.size:
+                m = resample(m, orig_sr=int(clips.sr), target_sr=self.tagger.sr)
+            mono.append(m)
+        table = tag_table(self.tagger, mono, floor=self.floor, top_k=self.top_k)
+        prefix = self.tagger.name
+        return {
+            f"{prefix}_{c}": table.column(c).combine_chunks()
+            for c in table.column_names
+            if c not in ("clip", "tagger")
+        }

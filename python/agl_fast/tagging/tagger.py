@@ -236,21 +236,24 @@ class EfficientATTagger(Tagger):
         q: queue.Queue[Any] = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
 
+        def put(item: Any) -> bool:
+            """Queue an item unless the consumer has stopped; False if it has."""
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
         def produce() -> None:
             try:
                 for owners, rows, w in self._batches(clips, plans):
-                    item = (owners, rows, self.features(w))
-                    while not stop.is_set():
-                        try:
-                            q.put(item, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if stop.is_set():
+                    if not put((owners, rows, self.features(w))):
                         return
-                q.put(None)
+                put(None)
             except BaseException as exc:  # handed to the consumer
-                q.put(exc)
+                put(exc)
 
         worker = threading.Thread(target=produce, name="agl-fast-features", daemon=True)
         worker.start()
