@@ -63,6 +63,7 @@ trap 'rm -rf "$CLEAN"' EXIT
 python3 -m venv "$CLEAN/venv"
 "$CLEAN/venv/bin/pip" install -q "$WHEEL"
 (cd "$CLEAN" && "$CLEAN/venv/bin/agl-fast" features --demo >/dev/null && \
+  "$CLEAN/venv/bin/agl-fast" curate --demo --quiet --out "$CLEAN/curated" >/dev/null && \
   "$CLEAN/venv/bin/python" -c "import agl_fast, numpy as np; \
 assert agl_fast.bat(np.zeros((2, 3200), np.float32)).shape == (4, 11, 128); \
 print('clean venv OK:', agl_fast.__version__)")

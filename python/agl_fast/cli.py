@@ -1,38 +1,78 @@
 """The ``agl-fast`` command line.
 
-Subcommands register themselves here; each family keeps its logic in its own
-module (``add_parser(subparsers)`` and ``run(args) -> int``).
+Each subcommand keeps its logic in its own module exposing
+``add_parser(subparsers)`` and ``run(args) -> int``. Modules are imported only
+when their command runs, so a command whose optional dependencies are missing
+(e.g. ``evaluate`` without the ``evaluate`` extra) never breaks the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
-from . import __version__, _features_cli
-from .evaluate import cli as _evaluate_cli
-from .pipeline import cli as _curate_cli
-from .tagging import cli as _tagging_cli
+from . import __version__
 
-_COMMANDS = [_curate_cli, _features_cli, _evaluate_cli, _tagging_cli]
+#: command name -> (module, one-line help, extra that provides its dependencies)
+COMMANDS: dict[str, tuple[str, str, str | None]] = {
+    "curate": (
+        "agl_fast.pipeline.cli",
+        "decode, check and featurise a corpus into one Parquet table",
+        "cli",
+    ),
+    "features": (
+        "agl_fast._features_cli",
+        "compute a feature preset (bat, efficientat, librosa)",
+        None,
+    ),
+    "evaluate": (
+        "agl_fast.evaluate.cli",
+        "score prediction files against the AGL1K ground truth",
+        "evaluate",
+    ),
+    "tagger": (
+        "agl_fast.tagging.cli",
+        "audio tagging models: export EfficientAT mn checkpoints to ONNX",
+        "torch",
+    ),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_of(argv: Sequence[str]) -> str | None:
+    for a in argv:
+        if not a.startswith("-"):
+            return a if a in COMMANDS else None
+    return None
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; only the command named in ``argv`` (if any) is imported."""
     parser = argparse.ArgumentParser(
         prog="agl-fast",
         description="Audio geo-localization and spatial-audio toolkit (Rust-accelerated).",
     )
     parser.add_argument("--version", action="version", version=f"agl-fast {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in _COMMANDS:
+    chosen = _command_of(argv)
+    for name, (module, help_text, extra) in COMMANDS.items():
+        if name != chosen:
+            sub.add_parser(name, help=help_text)
+            continue
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            hint = f" (pip install 'agl-fast[{extra}]')" if extra else ""
+            parser.error(f"'{name}' needs a missing dependency: {exc.name}{hint}")
         mod.add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agl-fast`` script; returns the exit status."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
