@@ -20,12 +20,14 @@ step "system packages (apt)"
 #   ffmpeg, lame               reference decoder/encoder of the MP3/AAC/Vorbis parity tests
 #   chromium, chromium-driver  the game's end-to-end test in a headless browser (Selenium)
 #   postgresql                 initdb/pg_ctl for the game's throwaway PostgreSQL cluster
+#   espeak-ng                  real synthetic speech for the speech-tagger tests
 APT_MISSING=()
 command -v ffmpeg >/dev/null 2>&1 || APT_MISSING+=(ffmpeg lame)
 command -v chromium >/dev/null 2>&1 || APT_MISSING+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || APT_MISSING+=(chromium-driver)
 { command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } \
   || APT_MISSING+=(postgresql)
+command -v espeak-ng >/dev/null 2>&1 || APT_MISSING+=(espeak-ng)
 if [ ${#APT_MISSING[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     { apt-get update -q >/dev/null \

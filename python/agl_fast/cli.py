@@ -47,6 +47,11 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "run the listening game: people guess where clips were recorded",
         "game",
     ),
+    "tagger": (
+        "agl_fast.tagging.cli",
+        "audio tagging models: export EfficientAT mn checkpoints to ONNX",
+        "torch",
+    ),
 }
 
 
