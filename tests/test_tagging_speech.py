@@ -121,3 +121,23 @@ def test_pipeline_stage_adapter(tagger, speech_32k, rng):
     cols = stage(Clips(keys=["b"], audio=[noise], sr=48000, batch_id=1))
     assert cols["speech_duration_s"].to_pylist()[0] == pytest.approx(3.0, abs=1e-3)
     assert cols["speech_group_human_sounds"].to_pylist()[0] < 0.05
+
+
+def test_curate_cli_tagging_stage(speech_32k, rng, tmp_path):
+    """``agl-fast curate --tag speech`` adds the speech columns per file."""
+    import pyarrow.parquet as pq
+    import soundfile as sf
+
+    from agl_fast.cli import main
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    sf.write(corpus / "speech.wav", speech_32k, 32000)
+    sf.write(corpus / "noise.wav", 0.1 * rng.standard_normal(len(speech_32k)), 32000)
+    out = tmp_path / "out"
+    assert main(["curate", str(corpus), "--out", str(out), "--tag", "speech", "--quiet"]) == 0
+    rows = {r["key"]: r for r in pq.read_table(out / "curated.parquet").to_pylist()}
+    speech = rows["speech.wav"]["speech_group_human_sounds"]
+    noise = rows["noise.wav"]["speech_group_human_sounds"]
+    assert speech > 0.5 and noise < 0.1, (speech, noise)
+    assert rows["speech.wav"]["speech_provider"] == "CPUExecutionProvider"
