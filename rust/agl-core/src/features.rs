@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use crate::batch::{run_framewise, FrameOutput, Layout};
 use crate::db::{power_to_db_inplace, DbParams};
 use crate::error::{check_finite, AglError, Result};
-use crate::fastmath::{db10_floor_inplace, ln_inplace};
+use crate::fastmath::{db10_floor_inplace, ln_inplace, vectorized};
 use crate::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
 use crate::parallel::{install, Cancel};
 use crate::stft::{check_signals, PadMode, PairFft, Source, StereoFft, StftParams, StftPlan};
@@ -115,10 +115,12 @@ pub fn melspectrogram_batch(
         || (PairFft::new(params.n_fft), vec![0f32; nf]),
         |(s, mag), item, t, row| {
             s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
-            for (o, &c) in mag.iter_mut().zip(&s.spectrum[..nf]) {
-                *o = spec_power(c, power);
-            }
-            bank.apply(mag, row);
+            vectorized(|| {
+                for (o, &c) in mag.iter_mut().zip(&s.spectrum[..nf]) {
+                    *o = spec_power(c, power);
+                }
+                bank.apply(mag, row);
+            })
         },
     )?;
     if let Some(db) = db {
@@ -542,13 +544,15 @@ pub fn efficientat_batch(
                 gain: 1.0,
             };
             s.frame(&plan, &src, item, t, n_frames[item]);
-            for (o, c) in pw.iter_mut().zip(&s.spectrum[..nf]) {
-                *o = c.re * c.re + c.im * c.im;
-            }
-            bank.apply(pw, row);
-            row.iter_mut().for_each(|v| *v += 1e-5);
-            ln_inplace(row);
-            row.iter_mut().for_each(|v| *v = (*v + 4.5) / 5.0);
+            vectorized(|| {
+                for (o, c) in pw.iter_mut().zip(&s.spectrum[..nf]) {
+                    *o = c.re * c.re + c.im * c.im;
+                }
+                bank.apply(pw, row);
+                row.iter_mut().for_each(|v| *v += 1e-5);
+                ln_inplace(row);
+                row.iter_mut().for_each(|v| *v = (*v + 4.5) / 5.0);
+            })
         },
     )
 }

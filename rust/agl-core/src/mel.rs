@@ -81,7 +81,7 @@ impl MelBank {
     }
 
     /// `out[m] = sum_k bank[m, k] * spec[k]`, touching only non-zero weights.
-    #[inline]
+    #[inline(always)]
     pub fn apply(&self, spec: &[f32], out: &mut [f32]) {
         for (o, (start, w)) in out.iter_mut().zip(&self.rows) {
             let x = &spec[*start..*start + w.len()];
