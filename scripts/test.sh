@@ -14,6 +14,30 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "system packages (apt)"
+# Debian packages some tests need; installed once when missing (as root),
+# otherwise those tests skip:
+#   ffmpeg, lame               reference decoder/encoder of the MP3/AAC/Vorbis parity tests
+#   chromium, chromium-driver  the game's end-to-end test in a headless browser (Selenium)
+#   postgresql                 initdb/pg_ctl for the game's throwaway PostgreSQL cluster
+#   espeak-ng                  real synthetic speech for the speech-tagger tests
+APT_MISSING=()
+command -v ffmpeg >/dev/null 2>&1 || APT_MISSING+=(ffmpeg lame)
+command -v chromium >/dev/null 2>&1 || APT_MISSING+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || APT_MISSING+=(chromium-driver)
+{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } \
+  || APT_MISSING+=(postgresql)
+command -v espeak-ng >/dev/null 2>&1 || APT_MISSING+=(espeak-ng)
+if [ ${#APT_MISSING[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -q >/dev/null \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${APT_MISSING[@]}" >/dev/null; } \
+      || echo "apt-get could not install ${APT_MISSING[*]}: their tests will skip"
+  else
+    echo "missing ${APT_MISSING[*]} (not root or no apt-get): their tests will skip"
+  fi
+fi
+
 step "python environment ($VENV)"
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
@@ -25,15 +49,6 @@ if [ "${AGL_FAST_SKIP_TORCH:-0}" != "1" ]; then
   # The torch extra (CUDA build from the registry, several GB): installed
   # once into the cached environment, then only checked.
   "$PY" -c "import torch, torchaudio" 2>/dev/null || "$PY" -m pip install -q -r requirements/torch.txt
-fi
-
-# ffmpeg is the reference decoder of the MP3/AAC/Vorbis parity tests (they
-# skip without it).
-if ! command -v ffmpeg >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
-   && [ "$(id -u)" = 0 ]; then
-  step "ffmpeg and lame (decoder parity references)"
-  { apt-get update -q >/dev/null && apt-get install -y -q ffmpeg lame >/dev/null; } \
-    || echo "ffmpeg not installed: its tests will skip"
 fi
 
 step "rust: fmt, clippy, unit tests"
@@ -70,3 +85,8 @@ cd "$ROOT"
 
 step "performance gate (ratios against the references, same run)"
 "$PY" benches/bench_features.py --quick --gate
+"$PY" benches/bench_alm.py --quick --gate 1.5
+# Regression guards for the acoustics kernels (one thread, same-run ratios;
+# the 10x target is reported from the full benchmarks, not gated).
+"$PY" benches/bench_quality.py --quick --threads 1 --gate 5
+"$PY" benches/bench_room.py --quick --threads 1 --gate 4

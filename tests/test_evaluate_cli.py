@@ -57,5 +57,9 @@ def test_cli_agl1k_on_shared_files(tmp_path, capsys, shared_dir):
     log = json.loads((tmp_path / "report.json").read_text())
     assert log["gemini-3-pro-preview"]["join"]["n_scored"] == 263
     assert "1317.74" in capsys.readouterr().out
-    for png in ("error_cdf.agl1k.png", "qwen25-omni.agl1k.confusion.png"):
+    for png in (
+        "error_cdf.agl1k.png",
+        "qwen25-omni.agl1k.confusion.png",
+        "qwen25-omni.agl1k.map.png",
+    ):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

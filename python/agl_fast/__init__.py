@@ -15,6 +15,7 @@ from . import exceptions, quality, room
 from ._config import get_num_threads, set_num_threads
 from ._native import __version__
 from .audio import load, load_many, resample
+from .bands import band_room_parameters
 from .features import (
     amplitude_to_db,
     ipd_features,
@@ -35,6 +36,7 @@ __all__ = [
     "PRESETS",
     "__version__",
     "amplitude_to_db",
+    "band_room_parameters",
     "bat",
     "edc_distance",
     "efficientat",

@@ -37,6 +37,26 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "spatial audio: scene simulation, SAGE training and ONNX inference",
         "spatial",
     ),
+    "query": (
+        "agl_fast.alm.query_cli",
+        "query an audio-language model over a manifest (resumable)",
+        "alm",
+    ),
+    "judge": (
+        "agl_fast.alm.judge_cli",
+        "score category contributions of reasoning texts with judge models",
+        "alm",
+    ),
+    "serve": (
+        "agl_fast.game.cli",
+        "run the listening game: people guess where clips were recorded",
+        "game",
+    ),
+    "tagger": (
+        "agl_fast.tagging.cli",
+        "audio tagging models: export EfficientAT mn checkpoints to ONNX",
+        "torch",
+    ),
 }
 
 

@@ -34,6 +34,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Score every file; write metrics.parquet/csv, leaderboard.md, per-row scores."""
+    import numpy as np
     import pandas as pd
 
     from .metrics import breakdown, continent_confusion
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     tables, log = [], {}
     dists: dict[str, Any] = {}
     confusions: dict[str, Any] = {}
+    maps: dict[str, Any] = {}
     for path in args.pred:
         model = model_name(path)
         pred, rr = read_predictions(path)
@@ -58,6 +60,14 @@ def run(args: argparse.Namespace) -> int:
         confusions[model] = continent_confusion(scored)
         confusions[model].to_csv(out / f"{model}.{args.mode}.confusion.csv")
         dists[model] = scored["distance_km"].to_numpy()
+        located = scored.merge(
+            truth[["key", "latitude", "longitude"]], left_on="question_id", right_on="key"
+        )
+        maps[model] = (
+            located["latitude"].to_numpy(np.float64),
+            located["longitude"].to_numpy(np.float64),
+            located["distance_km"].to_numpy(np.float64),
+        )
         breakdown(scored, "true_country").to_csv(
             out / f"{model}.{args.mode}.by_country.csv", index=False
         )
@@ -68,12 +78,20 @@ def run(args: argparse.Namespace) -> int:
     (out / "leaderboard.md").write_text(leaderboard(tidy), encoding="utf-8")
     (out / "report.json").write_text(json.dumps(log, indent=2, default=str), encoding="utf-8")
     if args.figures:
-        from .figures import confusion_heatmap, error_cdfs
+        from .figures import confusion_heatmap, error_cdfs, error_map
 
         for model, conf in confusions.items():
             confusion_heatmap(
                 conf, f"{model} ({args.mode})", out / f"{model}.{args.mode}.confusion.png"
             )
         error_cdfs(dists, f"distance error ({args.mode})", out / f"error_cdf.{args.mode}.png")
+        for model, (lat, lon, d) in maps.items():
+            error_map(
+                lat,
+                lon,
+                d,
+                f"{model}: error by recording location ({args.mode})",
+                out / f"{model}.{args.mode}.map.png",
+            )
     print(leaderboard(tidy), end="")
     return 0

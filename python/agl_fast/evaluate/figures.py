@@ -1,11 +1,16 @@
-"""PNG figures: continent confusion heatmaps and error CDFs (matplotlib, Agg).
+"""PNG figures (matplotlib, Agg): continent confusion heatmaps, error CDFs,
+and world maps of the ground truth coloured by each model's error.
 
-A world map needs coastline or country shapes from an installed package;
-none is required by agl-fast, so the map is not drawn.
+The map is drawn offline from the Natural Earth 1:110m country outlines that
+agl-fast ships for its listening game (``agl_fast/game/static/world.json``,
+public domain): no tile server, no download.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +73,76 @@ def error_cdfs(distances: dict[str, np.ndarray], title: str, path: str | Path) -
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(title)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def world_outlines() -> list[np.ndarray]:
+    """Country outline rings as ``[n, 2]`` arrays of (longitude, latitude) in
+    degrees, from the shipped Natural Earth 1:110m countries."""
+    text = resources.files("agl_fast.game").joinpath("static/world.json").read_text("utf-8")
+    rings: list[np.ndarray] = []
+    for country in json.loads(text)["countries"]:
+        for part in re.split(r"[MZ]", country["d"]):
+            nums = np.array(part.split(), dtype=np.float64)
+            if nums.size >= 6:
+                xy = nums.reshape(-1, 2)
+                rings.append(np.column_stack([xy[:, 0], -xy[:, 1]]))  # y = -latitude
+    return rings
+
+
+def error_map(
+    lat: np.ndarray, lon: np.ndarray, distance_km: np.ndarray, title: str, path: str | Path
+) -> Path:
+    """World map of ground-truth locations coloured by distance error (km,
+    log colour scale); clips without a usable answer are drawn as grey
+    crosses.
+
+    Parameters
+    ----------
+    lat, lon : np.ndarray [shape=(n,)]
+        Ground-truth coordinates in degrees.
+    distance_km : np.ndarray [shape=(n,)]
+        Error of the model on each clip in km (NaN where it gave none).
+    """
+    plt = _pyplot()
+    from matplotlib.colors import LogNorm
+
+    fig, ax = plt.subplots(figsize=(10, 5.2))
+    for ring in world_outlines():
+        ax.fill(ring[:, 0], ring[:, 1], color="#e8e8e8", edgecolor="#9a9a9a", linewidth=0.3)
+    d = np.asarray(distance_km, dtype=np.float64)
+    ok = np.isfinite(d)
+    ax.scatter(
+        lon[~ok],
+        lat[~ok],
+        marker="x",
+        s=10,
+        color="#888888",
+        linewidths=0.6,
+        label="no usable answer",
+    )
+    sc = ax.scatter(
+        lon[ok],
+        lat[ok],
+        c=np.maximum(d[ok], 1.0),
+        s=9,
+        cmap="viridis_r",
+        norm=LogNorm(vmin=1.0, vmax=20000.0),
+        edgecolors="none",
+    )
+    fig.colorbar(sc, ax=ax, fraction=0.025, pad=0.01, label="distance error (km)")
+    ax.set_xlim(-180, 180)
+    ax.set_ylim(-90, 90)
+    ax.set_aspect("equal")
+    ax.set_xlabel("longitude")
+    ax.set_ylabel("latitude")
+    ax.set_title(title)
+    if (~ok).any():
+        ax.legend(loc="lower left", fontsize=7)
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=120)

@@ -34,6 +34,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--sr", type=int, default=32000, help="target sample rate in Hz")
     p.add_argument("--mono", action="store_true", help="downmix to mono")
     p.add_argument("--features", choices=["bat", "efficientat", "none"], default="none")
+    p.add_argument(
+        "--tag",
+        action="append",
+        choices=["speech", "efficientat"],
+        default=[],
+        help="tagging stage(s): 'speech' (Silero VAD, shipped) or 'efficientat' "
+        "(an exported mn model given by --tag-model); repeatable",
+    )
+    p.add_argument("--tag-model", help="ONNX file of the EfficientAT tagger (--tag efficientat)")
+    p.add_argument(
+        "--tag-device",
+        choices=["cuda", "cpu"],
+        default="cuda",
+        help="EfficientAT tagger device; CUDA falls back to CPU only with --allow-cpu",
+    )
+    p.add_argument("--allow-cpu", action="store_true", help="allow the tagger to run on CPU")
     p.add_argument("--workers", type=int, default=None, help="decoding threads")
     p.add_argument("--batch-size", type=int, default=8, help="files in memory at once")
     p.add_argument(
@@ -93,6 +109,28 @@ def _inputs(args: argparse.Namespace, demo_dir: Path | None) -> Inputs:
     return discover(args.input)
 
 
+def _tagging_stages(args: argparse.Namespace) -> list[Any]:
+    """The tagging stages asked for with ``--tag`` (imported only then)."""
+    stages: list[Any] = []
+    for name in dict.fromkeys(args.tag):
+        from ..tagging.results import PipelineTaggingStage
+
+        if name == "speech":
+            from ..tagging.speech import SpeechTagger
+
+            stages.append(PipelineTaggingStage(SpeechTagger()))
+        else:
+            if not args.tag_model:
+                raise AglError("--tag efficientat needs --tag-model MODEL.onnx")
+            from ..tagging.tagger import EfficientATTagger
+
+            tagger = EfficientATTagger(
+                args.tag_model, device=args.tag_device, allow_cpu_fallback=args.allow_cpu
+            )
+            stages.append(PipelineTaggingStage(tagger))
+    return stages
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``curate``; returns the process exit status."""
     tmp = None
@@ -116,9 +154,10 @@ def run(args: argparse.Namespace) -> int:
             res_type=args.res_type,
             resume=args.resume,
         )
+        stages = _tagging_stages(args)
         bar = _Progress(len(inputs.keys), args.quiet)
         try:
-            summary = curate(inputs, out, cfg, progress=bar)
+            summary = curate(inputs, out, cfg, stages=stages, progress=bar)
         finally:
             bar.close()
     except (AglError, OSError, ValueError) as exc:

@@ -1,4 +1,6 @@
-"""Differentiable PyTorch counterparts of agl-fast kernels (the ``torch`` extra).
+"""PyTorch code (the ``torch`` extra): differentiable counterparts of
+agl-fast kernels, and the EfficientAT ``mn`` models
+(:mod:`agl_fast.torch.efficientat`, which imports torch when imported).
 
 Importing this package does not import torch; each function does so when
 called.

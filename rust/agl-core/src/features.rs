@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use crate::batch::{run_framewise, FrameOutput, Layout};
 use crate::db::{power_to_db_inplace, DbParams};
 use crate::error::{check_finite, AglError, Result};
-use crate::fastmath::{db10_floor_inplace, ln_inplace};
+use crate::fastmath::{db10_floor_inplace, ln_inplace, vectorized};
 use crate::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
 use crate::parallel::{install, Cancel};
 use crate::stft::{check_signals, PadMode, PairFft, Source, StereoFft, StftParams, StftPlan};
@@ -115,10 +115,12 @@ pub fn melspectrogram_batch(
         || (PairFft::new(params.n_fft), vec![0f32; nf]),
         |(s, mag), item, t, row| {
             s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
-            for (o, &c) in mag.iter_mut().zip(&s.spectrum[..nf]) {
-                *o = spec_power(c, power);
-            }
-            bank.apply(mag, row);
+            vectorized(|| {
+                for (o, &c) in mag.iter_mut().zip(&s.spectrum[..nf]) {
+                    *o = spec_power(c, power);
+                }
+                bank.apply(mag, row);
+            })
         },
     )?;
     if let Some(db) = db {
@@ -169,7 +171,7 @@ fn apply_db_per_item(
 /// `atan2(0, 0)` gives), i.e. the unit phasor `1 + 0i`. The main loop is
 /// branch-free so it vectorises; bins so small that their squared magnitude
 /// underflows f32 are redone exactly in f64 afterwards.
-#[inline]
+#[inline(always)]
 fn binaural_bins(l: &[Complex32], r: &[Complex32], out: &mut [[f32; 4]]) {
     let n = l.len();
     let (l, r, out) = (&l[..n], &r[..n], &mut out[..n]);
@@ -423,11 +425,55 @@ pub fn bat_batch(
                 preemphasis: None,
                 gain: g,
             };
-            s.frame(&plan, &src(l), &src(r), t);
-            bank.apply_quad(&s.bins, row);
-            db10_floor_inplace(&mut row[..2 * nm], amin);
+            s.fft.frame(&plan, &src(l), &src(r), t);
+            bat_post(&s.fft.left, &s.fft.right, &mut s.bins, &bank, row, amin);
         },
     )
+}
+
+/// Per-frame `bat` arithmetic after the FFT: binaural bins, the mel
+/// projection of all four channels, dB of the two log-mel channels. Runs the
+/// AVX2+FMA build of the same code when the CPU has it (chosen once).
+fn bat_post(
+    l: &[Complex32],
+    r: &[Complex32],
+    bins: &mut [[f32; 4]],
+    bank: &MelBank,
+    row: &mut [f32],
+    amin: f32,
+) {
+    #[inline(always)]
+    fn body(
+        l: &[Complex32],
+        r: &[Complex32],
+        bins: &mut [[f32; 4]],
+        bank: &MelBank,
+        row: &mut [f32],
+        amin: f32,
+    ) {
+        binaural_bins(l, r, bins);
+        bank.apply_quad(bins, row);
+        db10_floor_inplace(&mut row[..2 * bank.n_mels], amin);
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(
+            l: &[Complex32],
+            r: &[Complex32],
+            bins: &mut [[f32; 4]],
+            bank: &MelBank,
+            row: &mut [f32],
+            amin: f32,
+        ) {
+            body(l, r, bins, bank, row, amin)
+        }
+        if crate::fastmath::has_avx2_fma() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            return unsafe { avx2(l, r, bins, bank, row, amin) };
+        }
+    }
+    body(l, r, bins, bank, row, amin)
 }
 
 /// Parameters of EfficientAT's eval-mode front end (`AugmentMelSTFT`).
@@ -498,13 +544,15 @@ pub fn efficientat_batch(
                 gain: 1.0,
             };
             s.frame(&plan, &src, item, t, n_frames[item]);
-            for (o, c) in pw.iter_mut().zip(&s.spectrum[..nf]) {
-                *o = c.re * c.re + c.im * c.im;
-            }
-            bank.apply(pw, row);
-            row.iter_mut().for_each(|v| *v += 1e-5);
-            ln_inplace(row);
-            row.iter_mut().for_each(|v| *v = (*v + 4.5) / 5.0);
+            vectorized(|| {
+                for (o, c) in pw.iter_mut().zip(&s.spectrum[..nf]) {
+                    *o = c.re * c.re + c.im * c.im;
+                }
+                bank.apply(pw, row);
+                row.iter_mut().for_each(|v| *v += 1e-5);
+                ln_inplace(row);
+                row.iter_mut().for_each(|v| *v = (*v + 4.5) / 5.0);
+            })
         },
     )
 }

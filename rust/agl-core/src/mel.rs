@@ -81,7 +81,7 @@ impl MelBank {
     }
 
     /// `out[m] = sum_k bank[m, k] * spec[k]`, touching only non-zero weights.
-    #[inline]
+    #[inline(always)]
     pub fn apply(&self, spec: &[f32], out: &mut [f32]) {
         for (o, (start, w)) in out.iter_mut().zip(&self.rows) {
             let x = &spec[*start..*start + w.len()];
@@ -107,7 +107,7 @@ impl MelBank {
     /// [`MelBank::apply`] on four interleaved spectra at once (`x[k]` holds
     /// bin `k` of each): one pass over the weights with a four-lane
     /// accumulator; `out` is `[4, n_mels]` row-major.
-    #[inline]
+    #[inline(always)]
     pub fn apply_quad(&self, x: &[[f32; 4]], out: &mut [f32]) {
         let nm = self.n_mels;
         for (m, (start, w)) in self.rows.iter().enumerate() {

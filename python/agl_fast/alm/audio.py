@@ -1,0 +1,117 @@
+"""Clip preparation: decode, down-mix, resample, truncate, encode, hash."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import AudioDecodeError, ParameterError
+
+MIME = {"wav": "audio/wav", "flac": "audio/flac", "mp3": "audio/mpeg"}
+
+
+@dataclass
+class PreparedAudio:
+    """An encoded clip ready to send, and what was done to it."""
+
+    data: bytes
+    format: str
+    sample_rate: int
+    seconds_original: float
+    seconds_sent: float
+    truncated: bool
+
+    @property
+    def mime(self) -> str:
+        return MIME[self.format]
+
+    def b64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+
+def file_hash(path: str | Path) -> str:
+    """SHA-256 of the file's bytes (the audio part of the cache key)."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _decode(path: Path, sample_rate: int | None) -> tuple[np.ndarray, int]:
+    """Mono float32 at ``sample_rate`` (None: the file's rate): the package's own
+    decoder when it has one, else soundfile + soxr."""
+    import agl_fast
+
+    load = getattr(agl_fast, "load", None)
+    if load is not None:
+        y, sr = load(path, sr=sample_rate, mono=True)
+        y = np.asarray(y, dtype=np.float32)
+        return (y if y.ndim == 1 else y.mean(axis=0)), int(sr)
+    import soundfile as sf
+
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except Exception as exc:
+        raise AudioDecodeError(f"cannot decode {path.name}: {exc}") from exc
+    y = data.mean(axis=1)
+    if sample_rate and sample_rate != sr:
+        import soxr
+
+        y = soxr.resample(y, sr, sample_rate).astype(np.float32)
+        sr = int(sample_rate)
+    return y, int(sr)
+
+
+def prepare(
+    path: str | Path,
+    fmt: str = "wav",
+    sample_rate: int | None = 16000,
+    max_seconds: float | None = None,
+    max_bytes: int | None = None,
+) -> PreparedAudio:
+    """Decode ``path`` to mono, resample to ``sample_rate`` (None: keep), cut to
+    ``max_seconds`` and to what fits ``max_bytes`` once base64-encoded, encode
+    as 16-bit WAV or FLAC.
+
+    Raises :class:`AudioDecodeError` for unreadable files and
+    :class:`ParameterError` for an unknown format.
+    """
+    if fmt not in ("wav", "flac"):
+        raise ParameterError(f"audio format must be 'wav' or 'flac', got {fmt!r}")
+    p = Path(path)
+    if not p.is_file():
+        raise AudioDecodeError(f"audio file not found: {p.name}")
+    y, sr = _decode(p, sample_rate)
+    seconds = len(y) / sr
+    n = len(y)
+    if max_seconds is not None:
+        n = min(n, math.floor(max_seconds * sr))
+    if max_bytes is not None and fmt == "wav":
+        # base64 inflates 4/3; 44-byte header; 2 bytes a sample
+        n = min(n, max(0, int((max_bytes * 3 / 4 - 44) // 2)))
+    import soundfile as sf
+
+    def encode(m: int) -> bytes:
+        buf = io.BytesIO()
+        sf.write(buf, np.clip(y[:m], -1.0, 1.0), sr, format=fmt.upper(), subtype="PCM_16")
+        return buf.getvalue()
+
+    data = encode(n)
+    while max_bytes is not None and len(data) * 4 / 3 > max_bytes and n > sr:
+        n = int(n * 0.9)
+        data = encode(n)
+    return PreparedAudio(
+        data=data,
+        format=fmt,
+        sample_rate=sr,
+        seconds_original=seconds,
+        seconds_sent=n / sr,
+        truncated=n < len(y),
+    )

@@ -1,0 +1,125 @@
+"""Versioned prompt templates.
+
+Every template has a name and a version; the text's SHA-256 (``prompt_hash``)
+enters the cache key, so editing a template never reuses stale answers.
+
+``agl1k-benchmark/v1`` is the benchmark prompt of the AGL1K paper (appendix
+B.9.1), verbatim, including its missing comma after the ``reason`` value.
+``agl1k-contribution/v1`` is the paper's contribution prompt (appendix
+B.9.2); ``{categories}`` is replaced by the category list, one a line, and
+the reasoning text follows it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from ..exceptions import ParameterError
+
+_BENCHMARK_V1 = """You are an expert audio analyst with exceptional ability to identify geographical locations from environmental sounds. Listen carefully to the provided audio recording and identify the geographical location where it was recorded.
+
+You MUST provide your best guess regardless of uncertainty. Even if you feel unsure, you must still make an educated guess based on the audio characteristics, ambient sounds, languages spoken, cultural indicators, or any other audio clues you can detect.
+
+Your response MUST be in the following JSON format (replace the values with your predictions):
+
+```
+{
+  "reason": "Detailed explanation of your reasoning process. Describe what audio clues you heard (e.g., language, accent, background sounds, environmental noise, cultural indicators, weather sounds, traffic patterns, animal sounds, etc.) and how they led you to this specific location prediction. Be specific about the evidence that supports your geographical conclusion."
+  "city": "Your predicted city name",
+  "country": "Your predicted country name",
+  "continent": "Your predicted continent name",
+  "longitude": predicted longitude value,
+  "latitude": predicted latitude value
+}
+```
+
+Important requirements:
+1. You MUST respond with a complete JSON object - no explanations outside the JSON, no refusals, no uncertainty statements
+2. If you're unsure about specific coordinates, provide your best numerical estimate
+3. All string values should be in English
+4. Longitude should be between -180 and 180
+5. Latitude should be between -90 and 90
+6. The "reason" field must contain your detailed step-by-step analysis of the audio clues
+7. Even if the audio seems generic, you must still provide a location guess with reasoning
+
+Listen to the audio and provide your JSON response now:"""  # noqa: E501
+
+_CONTRIBUTION_V1 = """You are analyzing an audio geolocation reasoning text. Your task is to identify which sound categories from the provided list contributed to the location prediction, and assess their contribution level (0.0 to 1.0).
+
+Available sound categories:
+{categories}
+
+Please analyze the reasoning text and identify which categories are mentioned or implied, and how much each category contributed to the location prediction.
+
+Output your response as a JSON object where:
+- Each key is a category name (exactly as listed above)
+- Each value is a contribution score between 0.0 and 1.0, where:
+  * 0.0 = not mentioned/not relevant
+  * 0.1-0.3 = mentioned but minor contribution
+  * 0.4-0.6 = moderate contribution
+  * 0.7-0.9 = significant contribution
+  * 1.0 = primary/dominant contribution
+
+Only include categories that have a contribution > 0.0. Output ONLY the JSON object, no additional text or explanation.
+
+Example output format:
+```
+{
+  "Speech": 0.8,
+  "Music": 0.3,
+  "Animal": 0.2
+}
+```"""  # noqa: E501
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A named, versioned prompt; :attr:`sha256` identifies its exact text."""
+
+    name: str
+    version: str
+    text: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}/{self.version}"
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+TEMPLATES: dict[str, PromptTemplate] = {
+    t.id: t
+    for t in (
+        PromptTemplate("agl1k-benchmark", "v1", _BENCHMARK_V1),
+        PromptTemplate("agl1k-contribution", "v1", _CONTRIBUTION_V1),
+    )
+}
+DEFAULT_PROMPT = "agl1k-benchmark/v1"
+DEFAULT_JUDGE_PROMPT = "agl1k-contribution/v1"
+
+
+def get_template(spec: str) -> PromptTemplate:
+    """A template by id (``name/version``), or a text file (``@path``) as ``custom/<hash>``."""
+    if spec.startswith("@"):
+        from pathlib import Path
+
+        text = Path(spec[1:]).read_text(encoding="utf-8").strip()
+        if not text:
+            raise ParameterError(f"prompt file {spec[1:]!r} is empty")
+        h = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        return PromptTemplate("custom", h, text)
+    try:
+        return TEMPLATES[spec]
+    except KeyError:
+        raise ParameterError(
+            f"unknown prompt {spec!r}; allowed: {sorted(TEMPLATES)} or @FILE"
+        ) from None
+
+
+def contribution_prompt(categories: list[str], reasoning: str, template: PromptTemplate) -> str:
+    """The judge prompt: the template with the category list, then the reasoning text."""
+    listed = "\n".join(f"- {c}" for c in categories)
+    return template.text.replace("{categories}", listed) + "\n\nReasoning text:\n" + reasoning

@@ -1,0 +1,232 @@
+"""Benchmark queries: manifest -> jobs -> engine -> one Parquet row per clip.
+
+The output table (``<model>.parquet``, ``/`` in the model id written ``__``)
+has the prediction columns that :func:`agl_fast.evaluate.readers.read_predictions`
+reads (``question_id``, ``predicted_*`` as the model wrote them, as text,
+``model_output``, ``finish_reason``) plus the run's bookkeeping: see
+:data:`OUTPUT_SCHEMA`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..evaluate.parse import parse_answer
+from ..exceptions import ParameterError
+from .audio import file_hash
+from .cost import estimate_tokens
+from .providers import Reply
+from .runner import Engine, Job
+from .store import Store, cache_key
+
+KEY_COLUMNS = ("key", "question_id", "id")
+FILE_COLUMNS = ("mp3name", "file", "filename", "path", "audio")
+
+OUTPUT_SCHEMA = pa.schema(
+    [
+        ("question_id", pa.string()),
+        ("predicted_city", pa.string()),
+        ("predicted_country", pa.string()),
+        ("predicted_continent", pa.string()),
+        ("predicted_latitude", pa.string()),
+        ("predicted_longitude", pa.string()),
+        ("model_output", pa.string()),
+        ("finish_reason", pa.string()),
+        ("answer_class", pa.string()),
+        ("reason", pa.string()),
+        ("provider", pa.string()),
+        ("model", pa.string()),
+        ("prompt_id", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("params", pa.string()),
+        ("audio_hash", pa.string()),
+        ("audio_seconds_original", pa.float64()),
+        ("audio_seconds_sent", pa.float64()),
+        ("truncated", pa.bool_()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("audio_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("latency_s", pa.float64()),
+        ("attempts", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+
+
+@dataclass
+class Clip:
+    key: str
+    path: Path
+    seconds: float | None = None
+
+
+def read_manifest(path: str | Path, audio_dir: str | Path) -> tuple[list[Clip], list[str]]:
+    """Clips of a manifest CSV whose audio file exists under ``audio_dir``.
+
+    The CSV needs a key column (``key``, ``question_id`` or ``id``) and a file
+    column (``mp3name``, ``file``, ``filename``, ``path`` or ``audio``); an
+    ``mp3seconds`` column is used for the cost estimate. AGL1K's
+    ``geoLocalization_schema.csv`` works as it is. Returns the clips and the
+    keys whose file is missing.
+    """
+    p, d = Path(path), Path(audio_dir)
+    if not p.is_file():
+        raise ParameterError(f"manifest not found: {p}")
+    with p.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        raise ParameterError(f"{p}: empty manifest")
+    header = [h.strip() for h in rows[0]]
+    kc = next((header.index(c) for c in KEY_COLUMNS if c in header), None)
+    fc = next((header.index(c) for c in FILE_COLUMNS if c in header), None)
+    if kc is None or fc is None:
+        raise ParameterError(
+            f"{p}: manifest needs a key column {KEY_COLUMNS} and a file column {FILE_COLUMNS}, "
+            f"got {header}"
+        )
+    sc = header.index("mp3seconds") if "mp3seconds" in header else None
+    clips, missing = [], []
+    seen: set[str] = set()
+    for r in rows[1:]:
+        if len(r) <= max(kc, fc) or not r[kc].strip() or r[kc] in seen:
+            continue
+        key = r[kc].strip()
+        seen.add(key)
+        f = d / r[fc].strip()
+        if not f.is_file():
+            missing.append(key)
+            continue
+        secs = None
+        if sc is not None and sc < len(r):
+            try:
+                secs = float(r[sc])
+            except ValueError:
+                secs = None
+        clips.append(Clip(key, f, secs))
+    return clips, missing
+
+
+def answer_class(reply: Reply) -> str:
+    """``ok``/``partial``/``refusal``/``blocked``/``unparseable`` from the parser's status
+    (an empty answer counts as blocked)."""
+    status = parse_answer(reply.text, reply.finish_reason).status
+    return "blocked" if status == "empty" else status
+
+
+def _duration(clip: Clip) -> float:
+    if clip.seconds is not None:
+        return clip.seconds
+    import soundfile as sf
+
+    try:
+        return float(sf.info(str(clip.path)).duration)
+    except Exception:
+        return 0.0
+
+
+def build_jobs(
+    clips: list[Clip],
+    provider: str,
+    model: str,
+    prompt: str,
+    prompt_hash: str,
+    params: dict[str, Any],
+    audio_tps: float,
+    max_seconds: float | None,
+) -> list[Job]:
+    """One job per clip, keyed on provider, model, prompt, audio content and parameters."""
+    jobs = []
+    for c in clips:
+        h = file_hash(c.path)
+        secs = _duration(c)
+        if max_seconds is not None:
+            secs = min(secs, max_seconds)
+        pt, at = estimate_tokens(prompt, secs, audio_tps)
+        jobs.append(
+            Job(
+                key=c.key,
+                cache_key=cache_key(provider, model, prompt_hash, h, params),
+                prompt=prompt,
+                input_hash=h,
+                audio_path=c.path,
+                audio_seconds=secs,
+                est_prompt_tokens=pt,
+                est_audio_tokens=at,
+            )
+        )
+    return jobs
+
+
+def _text(v: Any) -> str | None:
+    if v is None or isinstance(v, (dict, list)):
+        return None
+    return str(v)
+
+
+def export(engine: Engine, jobs: list[Job], path: str | Path) -> pa.Table:
+    """Write one row per job that has a stored outcome (answered or failed)."""
+    cols: dict[str, list[Any]] = {f.name: [] for f in OUTPUT_SCHEMA}
+    for j in jobs:
+        r = engine.store.get(j.cache_key)
+        if r is None:
+            continue
+        if r["answer_class"] == "error":
+            fields: dict[str, Any] = {}
+            reason = None
+        else:
+            parsed = parse_answer(r["raw_text"], r["finish_reason"])
+            fields, reason = parsed.fields, parsed.reason
+        vals = {
+            "question_id": j.key,
+            "predicted_city": _text(fields.get("city")),
+            "predicted_country": _text(fields.get("country")),
+            "predicted_continent": _text(fields.get("continent")),
+            "predicted_latitude": _text(fields.get("latitude")),
+            "predicted_longitude": _text(fields.get("longitude")),
+            "model_output": r["raw_text"],
+            "finish_reason": r["finish_reason"],
+            "answer_class": r["answer_class"],
+            "reason": reason,
+            "provider": r["provider"],
+            "model": r["model"],
+            "prompt_id": r["prompt_id"],
+            "prompt_hash": r["prompt_hash"],
+            "params": r["params"],
+            "audio_hash": r["input_hash"],
+            "audio_seconds_original": r["audio_seconds_original"],
+            "audio_seconds_sent": r["audio_seconds_sent"],
+            "truncated": None if r["truncated"] is None else bool(r["truncated"]),
+            "prompt_tokens": r["prompt_tokens"],
+            "completion_tokens": r["completion_tokens"],
+            "audio_tokens": r["audio_tokens"],
+            "cost_usd": r["cost_usd"],
+            "latency_s": r["latency_s"],
+            "attempts": r["attempts"],
+            "error": r["error"],
+        }
+        for k, v in vals.items():
+            cols[k].append(v)
+    table = pa.Table.from_pydict(cols, schema=OUTPUT_SCHEMA)
+    pq.write_table(table, str(path))
+    return table
+
+
+def output_name(model: str) -> str:
+    """``<model>.parquet`` with path separators made safe."""
+    return model.replace("/", "__").replace(":", "_") + ".parquet"
+
+
+def write_run_info(path: Path, info: dict[str, Any]) -> None:
+    path.write_text(json.dumps(info, indent=2, default=str), encoding="utf-8")
+
+
+def open_store(out: Path) -> Store:
+    return Store(out / "results.sqlite")

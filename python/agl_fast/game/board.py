@@ -1,0 +1,161 @@
+"""Leaderboard of players and models on the same clips, and the Parquet export.
+
+The export writes the players' guesses in the prediction layout that
+:func:`agl_fast.evaluate.readers.read_predictions` reads, so that
+``agl-fast evaluate Human.parquet --truth ...`` scores people like any model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import Engine, select
+
+from .db import guesses
+
+if TYPE_CHECKING:
+    from .app import Game
+
+
+def first_guesses(rows: Sequence[Any]) -> list[Any]:
+    """Keep each player's first guess of each clip (rows ordered by id, player and clip first).
+
+    A player may meet a clip again in a later round, after its answer was
+    shown; only the first, blind guess counts for rankings and the export.
+    """
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for r in rows:
+        k = (r[0], r[1])
+        if k not in seen:
+            seen.add(k)
+            out.append(r)
+    return out
+
+
+def board(game: Game, keys: list[str] | None, me: str | None) -> dict[str, Any]:
+    """Mean GeoScore and distance of every player and model over the same clips.
+
+    ``keys``: the clips to rank on (a round's), or ``None`` for every clip
+    somebody has guessed. A model is ranked on the clips of that set that
+    were guessed; a model refusal counts 10,000 km, as in the AGL1K scoring.
+    """
+    q = select(guesses.c.player_id, guesses.c.clip_key, guesses.c.distance_km, guesses.c.geoscore)
+    if keys is not None:
+        q = q.where(guesses.c.clip_key.in_(keys))
+    with game.engine.connect() as conn:
+        rows = first_guesses(conn.execute(q.order_by(guesses.c.id)).all())
+    per: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    clips: set[str] = set()
+    for pid, key, d, s in rows:
+        per[pid].append((d, s))
+        clips.add(key)
+    entries: list[dict[str, Any]] = []
+    for pid, vals in per.items():
+        entries.append(
+            {
+                "name": "you" if pid == me else f"player {pid[:6]}",
+                "kind": "human",
+                "me": pid == me,
+                "n": len(vals),
+                "distance_km": round(sum(v[0] for v in vals) / len(vals), 1),
+                "geoscore": round(sum(v[1] for v in vals) / len(vals), 1),
+            }
+        )
+    if rows:
+        entries.append(
+            {
+                "name": "all players",
+                "kind": "crowd",
+                "me": False,
+                "n": len(rows),
+                "distance_km": round(sum(r[2] for r in rows) / len(rows), 1),
+                "geoscore": round(sum(r[3] for r in rows) / len(rows), 1),
+            }
+        )
+    for model in game.cat.model_names:
+        vals = [
+            (m["distance_km"], m["geoscore"])
+            for k in clips
+            for m in game.model_rows.get(k, [])
+            if m["model"] == model
+        ]
+        if vals:
+            entries.append(
+                {
+                    "name": model,
+                    "kind": "model",
+                    "me": False,
+                    "n": len(vals),
+                    "distance_km": round(sum(v[0] for v in vals) / len(vals), 1),
+                    "geoscore": round(sum(v[1] for v in vals) / len(vals), 1),
+                }
+            )
+    entries.sort(key=lambda e: (-e["geoscore"], e["name"]))
+    return {"clips": sorted(clips), "entries": entries[:100]}
+
+
+def _spherical_mean(lat: np.ndarray, lon: np.ndarray) -> tuple[float, float]:
+    la, lo = np.radians(lat), np.radians(lon)
+    v = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)]).mean(axis=1)
+    if float(np.linalg.norm(v)) < 1e-9:  # antipodal guesses: no meaningful mean
+        return float(lat[0]), float(lon[0])
+    return (
+        math.degrees(math.atan2(v[2], math.hypot(v[0], v[1]))),
+        math.degrees(math.atan2(v[1], v[0])),
+    )
+
+
+def export_guesses(engine: Engine, path: str | Path) -> int:
+    """Write all guesses as a "Human" prediction file; returns the number of clips.
+
+    One row per clip (the evaluator keeps one answer per ``question_id``):
+    the crowd's guess, the spherical mean of every player's first guess for
+    that clip, with ``n_guesses`` (the number of players) beside it.
+    Coordinates only: people click a point, so the city, country and
+    continent columns are empty.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(
+                guesses.c.player_id, guesses.c.clip_key, guesses.c.latitude, guesses.c.longitude
+            ).order_by(guesses.c.id)
+        ).all()
+    by_clip: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for _, key, lat, lon in first_guesses(rows):
+        by_clip[key].append((lat, lon))
+    cols: dict[str, list[Any]] = defaultdict(list)
+    for key, pts in sorted(by_clip.items()):
+        arr = np.asarray(pts, dtype=np.float64)
+        lat, lon = _spherical_mean(arr[:, 0], arr[:, 1])
+        cols["question_id"].append(key)
+        cols["predicted_latitude"].append(round(lat, 6))
+        cols["predicted_longitude"].append(round(lon, 6))
+        cols["n_guesses"].append(len(pts))
+        cols["model_output"].append(f"crowd mean of {len(pts)} human guesses")
+    n = len(cols["question_id"])
+    table = pa.table(
+        {
+            "question_id": pa.array(cols["question_id"], pa.string()),
+            "predicted_city": pa.nulls(n, pa.string()),
+            "predicted_country": pa.nulls(n, pa.string()),
+            "predicted_continent": pa.nulls(n, pa.string()),
+            "predicted_latitude": pa.array(cols["predicted_latitude"], pa.float64()),
+            "predicted_longitude": pa.array(cols["predicted_longitude"], pa.float64()),
+            "model_output": pa.array(cols["model_output"], pa.string()),
+            "finish_reason": pa.array(["stop"] * n, pa.string()),
+            "n_guesses": pa.array(cols["n_guesses"], pa.int64()),
+        }
+    )
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, out)
+    return n

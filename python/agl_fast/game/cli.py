@@ -1,0 +1,97 @@
+"""``agl-fast serve``: the audio geo-localization game (people next to the models).
+
+    agl-fast serve --demo
+    agl-fast serve --truth geoLocalization_schema.csv --audio-dir DIR \\
+        [--predictions DIR] [--db URL] [--host 127.0.0.1] [--port 8000]
+    agl-fast serve --db URL --export Human.parquet
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from typing import Any
+
+DEFAULT_DB = "sqlite:///agl-fast-game.sqlite"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the ``serve`` subcommand."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "serve", help="run the listening game: people guess where clips were recorded"
+    )
+    p.add_argument("--truth", help="geoLocalization_schema.csv (default: the built-in demo set)")
+    p.add_argument("--audio-dir", help="directory of the clips, by their mp3name")
+    p.add_argument("--predictions", help="directory of model prediction files to compare with")
+    p.add_argument("--demo", action="store_true", help="serve the small built-in demo set")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"SQLAlchemy URL (default {DEFAULT_DB})")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--round-size", type=int, default=5, help="clips per round")
+    p.add_argument("--rate", type=float, default=20.0, help="requests/s allowed per client")
+    p.add_argument("--burst", type=int, default=60, help="request burst allowed per client")
+    p.add_argument("--secure-cookie", action="store_true", help="mark the cookie Secure (HTTPS)")
+    p.add_argument(
+        "--export", metavar="PARQUET", help="write all guesses as a Human prediction file and exit"
+    )
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the game (or export the guesses) until interrupted."""
+    from .db import make_engine, migrate
+
+    if args.export:
+        from .board import export_guesses
+
+        engine = make_engine(args.db)
+        migrate(engine)
+        n = export_guesses(engine, args.export)
+        print(f"{n} clips with human guesses -> {args.export}")
+        return 0
+
+    import uvicorn
+
+    from ..exceptions import ParameterError
+    from .app import GameConfig, create_app
+    from .clips import load_catalogue, write_demo
+
+    tmp = None
+    if args.demo or args.truth is None:
+        if args.truth is not None or args.audio_dir is not None:
+            print("--demo takes no --truth/--audio-dir", file=sys.stderr)
+            return 2
+        tmp = tempfile.TemporaryDirectory(prefix="agl-fast-demo-")
+        truth, audio, preds = write_demo(tmp.name)
+        cat = load_catalogue(truth, audio, args.predictions or preds)
+    else:
+        if args.audio_dir is None:
+            print("--audio-dir is required with --truth", file=sys.stderr)
+            return 2
+        try:
+            cat = load_catalogue(args.truth, args.audio_dir, args.predictions)
+        except ParameterError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    config = GameConfig(
+        catalogue=cat,
+        db_url=args.db,
+        round_size=args.round_size,
+        rate_per_s=args.rate,
+        burst=args.burst,
+        secure_cookie=args.secure_cookie,
+    )
+    app = create_app(config)
+    print(
+        f"{len(cat.clips)} clips, {len(cat.model_names)} models; "
+        f"open http://{args.host}:{args.port}/",
+        flush=True,
+    )
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return 0

@@ -1,0 +1,43 @@
+"""Audio tagging: per-clip time fractions of AudioSet classes and groups.
+
+* :class:`Tagger` — windows in, per-window probabilities out, then per-clip
+  time fractions (rules in :mod:`agl_fast.tagging.windows`).
+* :class:`EfficientATTagger` — an exported EfficientAT ``mn`` model on
+  ONNX Runtime (CUDA preferred), features from the Rust ``efficientat``
+  preset in a producer thread.
+* :class:`SpeechTagger` — the Silero VAD network shipped in ``silero-vad``:
+  a real speech time fraction on any machine.
+* :func:`tagging_stage` — the curation pipeline stage (Arrow table out).
+* :func:`ontology` — the AudioSet ontology (527 classes, 7 groups).
+"""
+
+from __future__ import annotations
+
+from .onnx_backend import BackendError, OnnxModel, make_session
+from .ontology import GROUP_KEYS, Ontology, ontology
+from .results import PipelineTaggingStage, result_schema, tag_table, tagging_stage
+from .speech import SpeechTagger, silero_model_path
+from .tagger import ClipTags, EfficientATTagger, Tagger
+from .windows import ClipFrames, extract_windows, plan_windows, time_fractions
+
+__all__ = [
+    "GROUP_KEYS",
+    "BackendError",
+    "ClipFrames",
+    "ClipTags",
+    "EfficientATTagger",
+    "OnnxModel",
+    "Ontology",
+    "PipelineTaggingStage",
+    "SpeechTagger",
+    "Tagger",
+    "extract_windows",
+    "make_session",
+    "ontology",
+    "plan_windows",
+    "result_schema",
+    "silero_model_path",
+    "tag_table",
+    "tagging_stage",
+    "time_fractions",
+]

@@ -1,0 +1,144 @@
+"""Windowing arithmetic, time fractions and the AudioSet ontology."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agl_fast.exceptions import ParameterError
+from agl_fast.tagging import (
+    GROUP_KEYS,
+    ClipFrames,
+    extract_windows,
+    ontology,
+    plan_windows,
+    time_fractions,
+)
+
+
+@pytest.mark.parametrize(
+    ("n", "win", "hop", "starts"),
+    [
+        (5, 10, 10, [0]),  # short clip: one padded window
+        (10, 10, 10, [0]),
+        (25, 10, 10, [0, 10, 15]),  # last window flush with the end
+        (30, 10, 10, [0, 10, 20]),
+        (30, 10, 5, [0, 5, 10, 15, 20]),
+        (27, 10, 5, [0, 5, 10, 15, 17]),
+        (11, 10, 4, [0, 1]),
+    ],
+)
+def test_plan_windows(n, win, hop, starts):
+    got = plan_windows(n, win, hop)
+    assert got.tolist() == starts
+    assert got[-1] + win >= n  # every sample covered
+
+
+def test_plan_windows_bad_input():
+    with pytest.raises(ParameterError, match="hop must be >= 1 sample, got hop=0"):
+        plan_windows(10, 5, 0)
+    with pytest.raises(ParameterError, match="at least one sample, got n=0"):
+        plan_windows(0, 5, 5)
+
+
+def test_short_clip_padding():
+    y = np.array([1, 2, 3], np.float32)
+    rep = extract_windows(y, plan_windows(3, 8, 8), 8, "repeat")
+    assert rep.tolist() == [[1, 2, 3, 1, 2, 3, 1, 2]]
+    zero = extract_windows(y, plan_windows(3, 8, 8), 8, "zero")
+    assert zero.tolist() == [[1, 2, 3, 0, 0, 0, 0, 0]]
+    with pytest.raises(ParameterError, match="pad must be"):
+        extract_windows(y, np.zeros(1, np.int64), 8, "edge")  # type: ignore[arg-type]
+
+
+def test_long_clip_windows_are_slices():
+    y = np.arange(27, dtype=np.float32)
+    w = extract_windows(y, plan_windows(27, 10, 5), 10)
+    assert w.shape == (5, 10)
+    assert w[-1].tolist() == list(range(17, 27))
+
+
+def test_time_fractions_hand_computed():
+    # windows [0,10) [5,15) [10,20); clip n = 20; one class
+    probs = np.array([[0.9], [0.2], [0.6]], np.float32)
+    fr = ClipFrames(np.array([0, 5, 10]), 10, 20, 1, probs)
+    # segments [0,5): w0 -> .9; [5,10): w0,w1 -> max .9 / mean .55;
+    # [10,15): w1,w2 -> max .6 / mean .4; [15,20): w2 -> .6
+    cls, _ = time_fractions(fr, threshold=0.5, aggregation="max")
+    assert cls[0] == pytest.approx(1.0)
+    cls, _ = time_fractions(fr, threshold=0.5, aggregation="mean")
+    assert cls[0] == pytest.approx(15 / 20)
+    cls, _ = time_fractions(fr, threshold=0.7, aggregation="max")
+    assert cls[0] == pytest.approx(10 / 20)
+
+
+def test_time_fractions_overlap_counted_once():
+    # hop 1 over a 10-sample window: every instant covered up to 10 times,
+    # a class present everywhere still has fraction exactly 1
+    starts = plan_windows(40, 10, 1)
+    probs = np.ones((starts.shape[0], 1), np.float32)
+    cls, _ = time_fractions(ClipFrames(starts, 10, 40, 1, probs), threshold=0.5)
+    assert cls[0] == pytest.approx(1.0)
+
+
+def test_time_fractions_short_clip_and_groups():
+    # a 3-sample clip in one 8-sample window: only the clip's time counts
+    probs = np.array([[0.8, 0.1, 0.4]], np.float32)
+    groups = np.array([[True, True, False], [False, True, True]])
+    fr = ClipFrames(np.array([0]), 8, 3, 1, probs)
+    cls, grp = time_fractions(fr, threshold=0.3, group_matrix=groups)
+    assert cls.tolist() == [1.0, 0.0, 1.0]
+    assert grp is not None and grp.tolist() == [1.0, 1.0]
+
+
+def test_time_fractions_group_union():
+    # class 0 present in [0,10), class 1 in [10,20): group {0,1} present all the time
+    probs = np.array([[0.9, 0.0], [0.0, 0.9]], np.float32)
+    fr = ClipFrames(np.array([0, 10]), 10, 20, 1, probs)
+    cls, grp = time_fractions(fr, threshold=0.5, group_matrix=np.array([[True, True]]))
+    assert cls.tolist() == [0.5, 0.5]
+    assert grp is not None and grp.tolist() == [1.0]
+
+
+def test_time_fractions_bad_input():
+    fr = ClipFrames(np.array([0, 10]), 10, 20, 1, np.zeros((3, 1), np.float32))
+    with pytest.raises(ParameterError, match="n_windows=2"):
+        time_fractions(fr)
+    fr = ClipFrames(np.array([0]), 10, 10, 1, np.zeros((1, 1), np.float32))
+    with pytest.raises(ParameterError, match="aggregation must be"):
+        time_fractions(fr, aggregation="median")  # type: ignore[arg-type]
+
+
+def test_ontology_integrity():
+    onto = ontology()
+    assert onto.n_classes == 527
+    assert len(set(onto.mids)) == 527 and len(set(onto.names)) == 527
+    assert onto.group_keys == GROUP_KEYS
+    assert onto.group_names == (
+        "Human sounds",
+        "Animal",
+        "Music",
+        "Natural sounds",
+        "Sounds of things",
+        "Source-ambiguous sounds",
+        "Channel, environment and background",
+    )
+    # the seven groups are the roots, and every class reaches one
+    for g in onto.group_mids:
+        assert onto.parents(g) == ()
+    gm = onto.group_matrix()
+    assert gm.shape == (7, 527)
+    assert gm.any(axis=0).all()
+    # every child id names a node of the ontology
+    assert all(c in onto.children for kids in onto.children.values() for c in kids)
+
+
+def test_ontology_known_facts():
+    onto = ontology()
+    assert onto.names[0] == "Speech" and onto.mids[0] == "/m/09x0r"
+    assert onto.groups_of("/m/09x0r") == ("human_sounds",)
+    bird = onto.index("Bird")
+    assert "animal" in onto.groups_of(onto.mids[bird])
+    assert "/m/09l8g" in onto.ancestors("/m/09x0r")  # Speech under Human voice
+    with pytest.raises(ParameterError, match="unknown AudioSet class"):
+        onto.index("Not a sound")
