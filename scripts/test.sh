@@ -21,6 +21,7 @@ step "system packages (apt)"
 #   chromium, chromium-driver  the game's end-to-end test in a headless browser (Selenium)
 #   postgresql                 initdb/pg_ctl for the game's throwaway PostgreSQL cluster
 #   espeak-ng                  real synthetic speech for the speech-tagger tests
+#   libmysofa1                 ships the MIT KEMAR HRTF (SOFA) for the binaural simulation
 APT_MISSING=()
 command -v ffmpeg >/dev/null 2>&1 || APT_MISSING+=(ffmpeg lame)
 command -v chromium >/dev/null 2>&1 || APT_MISSING+=(chromium)
@@ -28,6 +29,7 @@ command -v chromedriver >/dev/null 2>&1 || APT_MISSING+=(chromium-driver)
 { command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } \
   || APT_MISSING+=(postgresql)
 command -v espeak-ng >/dev/null 2>&1 || APT_MISSING+=(espeak-ng)
+[ -f /usr/share/libmysofa/MIT_KEMAR_normal_pinna.sofa ] || APT_MISSING+=(libmysofa1)
 if [ ${#APT_MISSING[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     { apt-get update -q >/dev/null \
