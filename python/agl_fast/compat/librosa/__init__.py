@@ -5,9 +5,9 @@ librosa's own signatures and defaults, computed by agl-fast. Anything else
 raises :class:`agl_fast.exceptions.NotAcceleratedError` naming the function,
 so a missing piece is never silently served by something different.
 
-Provided: ``stft``, ``power_to_db``, ``amplitude_to_db``,
-``feature.melspectrogram``, ``filters.mel`` (and, as they land,
-``feature.rms``, ``feature.spectral_flatness``, ``load``).
+Provided: ``load``, ``stft``, ``power_to_db``, ``amplitude_to_db``,
+``feature.melspectrogram``, ``feature.rms``, ``feature.spectral_flatness``,
+``filters.mel``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ... import features as _f
 from . import feature, filters
 from ._missing import missing
 
-__all__ = ["amplitude_to_db", "feature", "filters", "power_to_db", "stft"]
+__all__ = ["amplitude_to_db", "feature", "filters", "load", "power_to_db", "stft"]
 
 
 def stft(
@@ -71,6 +71,37 @@ def amplitude_to_db(
 ) -> np.ndarray:
     """``librosa.amplitude_to_db`` over the whole array."""
     return _f.amplitude_to_db(S, ref=ref, amin=amin, top_db=top_db)
+
+
+def load(
+    path: Any,
+    *,
+    sr: float | None = 22050,
+    mono: bool = True,
+    offset: float = 0.0,
+    duration: float | None = None,
+    dtype: Any = np.float32,
+    res_type: str = "soxr_hq",
+) -> tuple[np.ndarray, int]:
+    """``librosa.load`` decoded and resampled in Rust: ``(y, sr)`` with ``y``
+    ``[shape=(n,)]`` (mono) or ``[shape=(channels, n)]``. ``res_type`` maps
+    onto agl-fast's resampler presets (``soxr_vhq`` -> ``vhq``, ``soxr_lq``
+    / ``fft`` / ``kaiser_fast`` -> ``fast``, anything else -> ``hq``)."""
+    from ... import audio
+
+    preset = {"soxr_vhq": "vhq", "soxr_lq": "fast", "kaiser_fast": "fast", "fft": "fast"}
+    rate = None if sr is None else int(sr)
+    if sr is not None and rate != sr:
+        raise _unsupported("load", f"sr={sr} (a non-integer rate)")
+    y, out_sr = audio.load(
+        path,
+        sr=rate,
+        mono=mono,
+        offset=offset,
+        duration=duration,
+        res_type=preset.get(res_type, "hq"),
+    )
+    return y.astype(dtype, copy=False), out_sr
 
 
 def _unsupported(fn: str, arg: str) -> Exception:
