@@ -95,16 +95,22 @@ fn check_sr(sr: f64) -> Result<()> {
 
 fn check_curves(curves: &[&[f32]]) -> Result<()> {
     for (i, x) in curves.iter().enumerate() {
-        check_finite(x, &format!("impulse response (curve {i})"))?;
+        // Summing propagates NaN/Inf: one vectorised pass, and the message
+        // is only built for a bad curve.
+        if !x.iter().fold(0.0f32, |a, &v| a + v * 0.0).is_finite() {
+            check_finite(x, &format!("impulse response (curve {i})"))?;
+        }
     }
     Ok(())
 }
 
+#[inline(always)]
 fn energy(h: &[f32]) -> Vec<f64> {
     h.iter().map(|&v| (v as f64) * (v as f64)).collect()
 }
 
 /// ISO 3382-1 onset: first sample within 20 dB of the peak energy.
+#[inline(always)]
 pub fn onset(e: &[f64]) -> Option<usize> {
     let peak = e.iter().cloned().fold(0.0f64, f64::max);
     if peak <= 0.0 {
@@ -131,7 +137,7 @@ fn db(v: f64) -> f64 {
 /// free, so loops over it vectorise): `x = 2^e m` with `m` in
 /// `[sqrt(1/2), sqrt(2))`, `ln m = 2 atanh((m - 1) / (m + 1))` by its series
 /// to the 13th power; absolute error below 1e-12.
-#[inline]
+#[inline(always)]
 pub fn fast_ln(x: f64) -> f64 {
     const MANT: u64 = 0x000f_ffff_ffff_ffff;
     let bits = x.to_bits();
@@ -369,6 +375,7 @@ pub fn edc_batch(
 
 /// Least-squares slope (dB per sample) of `y[i..=j]` against the sample
 /// index, centred for accuracy.
+#[inline(always)]
 fn slope(y: &[f64], i: usize, j: usize) -> Option<f64> {
     let n = (j - i + 1) as f64;
     let xm = (j - i) as f64 / 2.0;
@@ -390,6 +397,11 @@ fn slope(y: &[f64], i: usize, j: usize) -> Option<f64> {
 /// `sum_{n>=1} EDC[n]`), so they include the tail correction and, with
 /// Chu's method, are noise-subtracted.
 pub fn room_params_curve(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64) -> RoomParams {
+    crate::fastmath::vectorized(|| room_params_impl(h, sr, method, direct_ms))
+}
+
+#[inline(always)]
+fn room_params_impl(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64) -> RoomParams {
     let mut values = [f64::NAN; 9];
     let mut status = [Status::Ok; 9];
     let e = energy(h);
