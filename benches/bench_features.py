@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, default=60.0)
     ap.add_argument("--clips", type=int, default=64)
-    ap.add_argument("--quick", action="store_true", help="4 minutes of audio")
+    ap.add_argument("--quick", action="store_true", help="8 minutes of audio (64 clips of 7.5 s)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
         "--gate",
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--gate-ratio", type=float, default=2.0)
     args = ap.parse_args(argv)
-    minutes, repeat = (4.0 if args.quick else args.minutes), args.repeat
+    minutes, repeat = (8.0 if args.quick else args.minutes), args.repeat
     n = int(minutes * 60 * SR / args.clips)
     seconds = args.clips * n / SR
     rng = np.random.default_rng(0)

@@ -45,6 +45,22 @@ impl DbParams {
 
 /// `power_to_db` in place over every value of `x` (one item).
 pub fn power_to_db_inplace(x: &mut [f32], p: &DbParams) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(x: &mut [f32], p: &DbParams) {
+            power_to_db_impl(x, p)
+        }
+        if crate::fastmath::has_avx2_fma() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            return unsafe { avx2(x, p) };
+        }
+    }
+    power_to_db_impl(x, p)
+}
+
+#[inline(always)]
+fn power_to_db_impl(x: &mut [f32], p: &DbParams) {
     let amin = p.amin;
     let ref_value = match p.reference {
         DbRef::Value(r) => r.abs(),

@@ -17,16 +17,18 @@ use crate::window::Window;
 /// A stereo item: left and right channels of equal length.
 pub type Stereo<'a> = (&'a [f32], &'a [f32]);
 
-/// `|X|^power` for one bin (1 = magnitude, 2 = power).
-#[inline]
-fn spec_power(c: Complex32, power: f32) -> f32 {
-    let p2 = c.re * c.re + c.im * c.im;
-    if power == 2.0 {
-        p2
-    } else if power == 1.0 {
-        p2.sqrt()
-    } else {
-        p2.powf(power * 0.5)
+/// `|X|^power` of every bin into `out` (1 = magnitude, 2 = power), one
+/// simple loop per case so each vectorises.
+#[inline(always)]
+fn spec_power_into(spec: &[Complex32], power: f32, out: &mut [f32]) {
+    for (o, c) in out.iter_mut().zip(spec) {
+        *o = c.re * c.re + c.im * c.im;
+    }
+    if power == 1.0 {
+        out.iter_mut().for_each(|v| *v = v.sqrt());
+    } else if power != 2.0 {
+        let h = 0.5 * power;
+        out.iter_mut().for_each(|v| *v = v.powf(h));
     }
 }
 
@@ -64,9 +66,7 @@ pub fn spectrogram_batch(
         || PairFft::new(params.n_fft),
         |s, item, t, row| {
             s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
-            for (o, &c) in row.iter_mut().zip(&s.spectrum[..nf]) {
-                *o = spec_power(c, power);
-            }
+            vectorized(|| spec_power_into(&s.spectrum[..nf], power, row));
         },
     )
 }
@@ -116,9 +116,7 @@ pub fn melspectrogram_batch(
         |(s, mag), item, t, row| {
             s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
             vectorized(|| {
-                for (o, &c) in mag.iter_mut().zip(&s.spectrum[..nf]) {
-                    *o = spec_power(c, power);
-                }
+                spec_power_into(&s.spectrum[..nf], power, mag);
                 bank.apply(mag, row);
             })
         },
