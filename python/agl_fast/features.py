@@ -272,6 +272,29 @@ def _db_ref(ref: float | Callable[..., Any]) -> float | None:
     return float(ref)
 
 
+def _mel_native(y: Any, allow_copy: bool, output: Output, n_threads: int | None, **kw: Any) -> Any:
+    """One native mel-spectrogram call (optionally in dB) shared by
+    :func:`melspectrogram` and :func:`logmel`."""
+    prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
+    fmax = kw["fmax"]
+    kw.update(
+        sr=float(kw["sr"]),
+        window=_window(kw["window"]),
+        power=float(kw["power"]),
+        fmin=float(kw["fmin"]),
+        fmax=None if fmax is None else float(fmax),
+    )
+    n_mels = kw["n_mels"]
+    return run(
+        _native.melspectrogram,
+        prep,
+        lambda t: (n_mels, t),
+        output,
+        n_threads=resolve_threads(n_threads),
+        **kw,
+    )
+
+
 def melspectrogram(
     y: Any = None,
     *,
@@ -327,26 +350,24 @@ def melspectrogram(
         return np.einsum("...ft,mf->...mt", S, basis, optimize=True)
     if y is None:
         raise ParameterError("melspectrogram needs audio y or a spectrogram S")
-    prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
-    return run(
-        _native.melspectrogram,
-        prep,
-        lambda t: (n_mels, t),
+    return _mel_native(
+        y,
+        allow_copy,
         output,
-        sr=float(sr),
+        n_threads,
+        sr=sr,
         n_fft=n_fft,
         hop_length=hop_length,
         win_length=win_length,
-        window=_window(window),
+        window=window,
         center=center,
         pad_mode=pad_mode,
-        power=float(power),
+        power=power,
         n_mels=n_mels,
-        fmin=float(fmin),
-        fmax=None if fmax is None else float(fmax),
+        fmin=fmin,
+        fmax=fmax,
         htk=htk,
         norm=norm,
-        n_threads=resolve_threads(n_threads),
     )
 
 
@@ -383,30 +404,28 @@ def logmel(
     np.ndarray [shape=(..., n_mels, t), dtype=float32]
         Decibels.
     """
-    prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
-    return run(
-        _native.melspectrogram,
-        prep,
-        lambda t: (n_mels, t),
+    return _mel_native(
+        y,
+        allow_copy,
         output,
-        sr=float(sr),
+        n_threads,
+        sr=sr,
         n_fft=n_fft,
         hop_length=hop_length,
         win_length=win_length,
-        window=_window(window),
+        window=window,
         center=center,
         pad_mode=pad_mode,
-        power=float(power),
+        power=power,
         n_mels=n_mels,
-        fmin=float(fmin),
-        fmax=None if fmax is None else float(fmax),
+        fmin=fmin,
+        fmax=fmax,
         htk=htk,
         norm=norm,
         to_db=True,
         db_ref=_db_ref(ref),
         amin=float(amin),
         top_db=None if top_db is None else float(top_db),
-        n_threads=resolve_threads(n_threads),
     )
 
 

@@ -231,7 +231,9 @@ class Provider:
         audio: PreparedAudio | None,
         params: dict[str, Any],
     ) -> Reply:
-        raise NotImplementedError
+        """Send one request and parse the reply; every provider class below
+        implements it (this base class is never used on its own)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _complete")
 
     async def _post_json(
         self, client: httpx.AsyncClient, url: str, body: Any, headers: dict[str, str]
