@@ -27,8 +27,11 @@
 use crate::batch::{map_items, run_framewise, FrameOutput, Layout};
 use crate::error::{check_finite, AglError, Result};
 use crate::parallel::Cancel;
-use crate::stft::{reflect_index, FftScratch, PadMode, Source, StftParams, StftPlan};
+use crate::stft::{
+    reflect_index, FftScratch, PadMode, PairFft, Source, StereoFft, StftParams, StftPlan,
+};
 use crate::window::Window;
+use num_complex::Complex32;
 
 /// Clip-level quality metrics (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -117,6 +120,7 @@ pub fn clip_rms(x: &[f32]) -> f64 {
 
 /// Sum of squares (f64), peak magnitude and the count at or above
 /// `threshold`, in one pass with four lanes.
+#[inline(always)]
 fn clip_stats(x: &[f32], threshold: f32) -> (f64, f32, usize) {
     let mut sq = [0.0f64; 4];
     let mut pk = [0.0f32; 4];
@@ -158,20 +162,73 @@ pub fn clipping_ratios(x: &[f32], threshold: f32) -> (f64, f64) {
     (at_peak, full as f64 / n)
 }
 
+/// Per-worker buffers of [`welch_psd`] for one segment length.
+pub struct WelchScratch {
+    window: Vec<f32>,
+    wss: f64,
+    pair: StereoFft,
+    single: FftScratch,
+}
+
+impl WelchScratch {
+    pub fn new(n: usize) -> Self {
+        let w: Vec<f64> = Window::Hann { periodic: true }
+            .coefficients(n)
+            .unwrap_or_else(|_| vec![1.0; n])
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        WelchScratch {
+            window: w.iter().map(|&v| v as f32).collect(),
+            wss: w.iter().map(|v| v * v).sum(),
+            pair: StereoFft::new(n),
+            single: FftScratch::new(n),
+        }
+    }
+}
+
+/// Sum in f64 with four independent lanes (no chain of dependent adds).
+#[inline(always)]
+fn sum_f64(x: &[f32]) -> f64 {
+    let mut s = [0.0f64; 4];
+    let mut it = x.chunks_exact(4);
+    for c in &mut it {
+        for l in 0..4 {
+            s[l] += c[l] as f64;
+        }
+    }
+    s.iter().sum::<f64>() + it.remainder().iter().map(|&v| v as f64).sum::<f64>()
+}
+
+#[inline(always)]
+fn detrend_window(out: &mut [f32], seg: &[f32], mean: f32, w: &[f32]) {
+    for ((o, &v), &wv) in out.iter_mut().zip(seg).zip(w) {
+        *o = (v - mean) * wv;
+    }
+}
+
+#[inline(always)]
+fn add_power(acc: &mut [f64], spectrum: &[Complex32]) {
+    for (a, c) in acc.iter_mut().zip(spectrum) {
+        *a += (c.re * c.re + c.im * c.im) as f64;
+    }
+}
+
 /// Welch one-sided power spectral density (scipy's defaults for
 /// `window='hann'`, `noverlap=nperseg // 2`, `detrend='constant'`,
 /// `scaling='density'`); `nperseg` is shortened to the clip length.
-pub fn welch_psd(x: &[f32], sr: f64, nperseg: usize, scratch: &mut Option<FftScratch>) -> Vec<f64> {
+/// Segments go two at a time through one complex FFT (see [`StereoFft`]).
+#[inline(always)]
+pub fn welch_psd(
+    x: &[f32],
+    sr: f64,
+    nperseg: usize,
+    scratch: &mut Option<WelchScratch>,
+) -> Vec<f64> {
     let n = nperseg.min(x.len()).max(1);
-    let w: Vec<f64> = Window::Hann { periodic: true }
-        .coefficients(n)
-        .unwrap_or_else(|_| vec![1.0; n])
-        .iter()
-        .map(|&v| v as f64)
-        .collect();
     let s = match scratch {
-        Some(s) if s.frame.len() == n => s,
-        _ => scratch.insert(FftScratch::new(n)),
+        Some(s) if s.window.len() == n => s,
+        _ => scratch.insert(WelchScratch::new(n)),
     };
     let step = (n - n / 2).max(1);
     let n_seg = if x.len() >= n {
@@ -181,36 +238,47 @@ pub fn welch_psd(x: &[f32], sr: f64, nperseg: usize, scratch: &mut Option<FftScr
     };
     let nf = n / 2 + 1;
     let mut acc = vec![0.0f64; nf];
-    let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
     // With an even segment length each segment is two hop blocks: their
     // sums give every segment mean.
     let blocks: Vec<f64> = if n == 2 * step {
         x[..(n_seg + 1) * step]
             .chunks_exact(step)
-            .map(|c| c.iter().map(|&v| v as f64).sum())
+            .map(sum_f64)
             .collect()
     } else {
         Vec::new()
     };
-    for k in 0..n_seg {
-        let seg = &x[k * step..k * step + n];
+    let mean = |k: usize| -> f32 {
         let sum = if blocks.is_empty() {
-            seg.iter().map(|&v| v as f64).sum::<f64>()
+            x[k * step..k * step + n]
+                .iter()
+                .map(|&v| v as f64)
+                .sum::<f64>()
         } else {
             blocks[k] + blocks[k + 1]
         };
-        let mean = (sum / n as f64) as f32;
-        for ((o, &v), &wv) in s.frame.iter_mut().zip(seg).zip(&w32) {
-            *o = (v - mean) * wv;
-        }
-        s.transform();
-        for (a, c) in acc.iter_mut().zip(&s.spectrum) {
-            *a += c.norm_sqr() as f64;
+        (sum / n as f64) as f32
+    };
+    let seg = |k: usize| &x[k * step..k * step + n];
+    let mut k = 0;
+    while k < n_seg {
+        if k + 1 < n_seg {
+            let (a, b) = s.pair.inputs();
+            detrend_window(a, seg(k), mean(k), &s.window);
+            detrend_window(b, seg(k + 1), mean(k + 1), &s.window);
+            s.pair.transform();
+            add_power(&mut acc, &s.pair.left);
+            add_power(&mut acc, &s.pair.right);
+            k += 2;
+        } else {
+            detrend_window(&mut s.single.frame, seg(k), mean(k), &s.window);
+            s.single.transform();
+            add_power(&mut acc, &s.single.spectrum);
+            k += 1;
         }
     }
-    let wss: f64 = w.iter().map(|v| v * v).sum();
-    let scale = if wss > 0.0 && n_seg > 0 {
-        1.0 / (sr * wss * n_seg as f64)
+    let scale = if s.wss > 0.0 && n_seg > 0 {
+        1.0 / (sr * s.wss * n_seg as f64)
     } else {
         0.0
     };
@@ -279,39 +347,99 @@ fn check_items(items: &[&[f32]]) -> Result<()> {
     Ok(())
 }
 
+/// Per-band running sums of the complexity metrics, one array per quantity
+/// (so the per-frame update vectorises): the previous power and amplitude,
+/// the sums of their absolute differences and their sums.
+#[derive(Default)]
+struct ComplexitySums {
+    prev_pw: Vec<f64>,
+    diff_pw: Vec<f64>,
+    sum_pw: Vec<f64>,
+    prev_am: Vec<f64>,
+    diff_am: Vec<f64>,
+    sum_am: Vec<f64>,
+}
+
+impl ComplexitySums {
+    fn reset(&mut self, nb: usize) {
+        for v in [
+            &mut self.prev_pw,
+            &mut self.diff_pw,
+            &mut self.sum_pw,
+            &mut self.prev_am,
+            &mut self.diff_am,
+            &mut self.sum_am,
+        ] {
+            v.clear();
+            v.resize(nb, 0.0);
+        }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, spectrum: &[Complex32], first: bool) {
+        let nb = self.prev_pw.len();
+        let spec = &spectrum[..nb];
+        let (ppw, dpw, spw) = (
+            &mut self.prev_pw[..nb],
+            &mut self.diff_pw[..nb],
+            &mut self.sum_pw[..nb],
+        );
+        let (pam, dam, sam) = (
+            &mut self.prev_am[..nb],
+            &mut self.diff_am[..nb],
+            &mut self.sum_am[..nb],
+        );
+        // With `first` the differences are against zero and discarded: one
+        // loop body for both cases.
+        let keep = if first { 0.0 } else { 1.0 };
+        for k in 0..nb {
+            let c = spec[k];
+            let pw = (c.re * c.re + c.im * c.im) as f64;
+            let am = pw.sqrt();
+            dpw[k] += keep * (pw - ppw[k]).abs();
+            dam[k] += keep * (am - pam[k]).abs();
+            ppw[k] = pw;
+            spw[k] += pw;
+            pam[k] = am;
+            sam[k] += am;
+        }
+    }
+
+    fn totals(&self) -> (f64, f64) {
+        let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
+        let ac = self
+            .diff_pw
+            .iter()
+            .zip(&self.sum_pw)
+            .map(|(&n, &d)| ratio(n, d));
+        let aci = self
+            .diff_am
+            .iter()
+            .zip(&self.sum_am)
+            .map(|(&n, &d)| ratio(n, d));
+        (ac.sum(), aci.sum())
+    }
+}
+
 /// The paper's AC (power spectrogram) and scikit-maad's ACI (amplitude
-/// spectrogram) of one clip, accumulated frame by frame: per band the
-/// previous value, the sum of absolute differences and the sum, for both.
+/// spectrogram) of one clip, accumulated frame by frame (frames two at a
+/// time through one complex FFT, see [`PairFft`]).
+#[inline(always)]
 fn streaming_complexity(
     x: &[f32],
     n_frames: usize,
     nb: usize,
     plan: &StftPlan,
-    stft: &mut FftScratch,
-    acc: &mut Vec<[f64; 6]>,
+    fft: &mut PairFft,
+    acc: &mut ComplexitySums,
 ) -> (f64, f64) {
-    acc.clear();
-    acc.resize(nb, [0.0; 6]);
+    acc.reset(nb);
     let src = Source::plain(x);
     for t in 0..n_frames {
-        plan.transform_frame(&src, t, stft);
-        for (a, c) in acc.iter_mut().zip(&stft.spectrum[..nb]) {
-            let pw = c.norm_sqr() as f64;
-            let am = pw.sqrt();
-            if t > 0 {
-                a[1] += (pw - a[0]).abs();
-                a[4] += (am - a[3]).abs();
-            }
-            a[0] = pw;
-            a[2] += pw;
-            a[3] = am;
-            a[5] += am;
-        }
+        fft.frame(plan, &src, 0, t, n_frames);
+        acc.add(&fft.spectrum, t == 0);
     }
-    let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
-    acc.iter().fold((0.0, 0.0), |(ac, aci), a| {
-        (ac + ratio(a[1], a[2]), aci + ratio(a[4], a[5]))
-    })
+    acc.totals()
 }
 
 /// Clip-level metrics of one clip, with per-worker FFT scratch.
@@ -319,9 +447,25 @@ fn clip_metrics(
     x: &[f32],
     p: &QualityParams,
     plan: &StftPlan,
-    welch: &mut Option<FftScratch>,
-    stft: &mut FftScratch,
-    acc: &mut Vec<[f64; 6]>,
+    welch: &mut Option<WelchScratch>,
+    stft: &mut PairFft,
+    acc: &mut ComplexitySums,
+) -> QualityMetrics {
+    // The closure must inline into the AVX2 copy for its loops to use it.
+    crate::fastmath::vectorized(
+        #[inline(always)]
+        || clip_metrics_impl(x, p, plan, welch, stft, acc),
+    )
+}
+
+#[inline(always)]
+fn clip_metrics_impl(
+    x: &[f32],
+    p: &QualityParams,
+    plan: &StftPlan,
+    welch: &mut Option<WelchScratch>,
+    stft: &mut PairFft,
+    acc: &mut ComplexitySums,
 ) -> QualityMetrics {
     let (sq, peak, full) = clip_stats(x, p.full_scale_threshold);
     let n = x.len().max(1) as f64;
@@ -369,8 +513,8 @@ pub fn quality_batch(
     let plan = StftPlan::new(sp)?;
     map_items(items.len(), n_threads, cancel, |i| {
         let mut welch = None;
-        let mut stft = FftScratch::new(p.n_fft);
-        let mut acc = Vec::new();
+        let mut stft = PairFft::new(p.n_fft);
+        let mut acc = ComplexitySums::default();
         Ok(clip_metrics(
             items[i], p, &plan, &mut welch, &mut stft, &mut acc,
         ))

@@ -95,38 +95,121 @@ fn check_sr(sr: f64) -> Result<()> {
 
 fn check_curves(curves: &[&[f32]]) -> Result<()> {
     for (i, x) in curves.iter().enumerate() {
-        // Summing propagates NaN/Inf: one vectorised pass, and the message
-        // is only built for a bad curve.
-        if !x.iter().fold(0.0f32, |a, &v| a + v * 0.0).is_finite() {
+        if !all_finite(x) {
             check_finite(x, &format!("impulse response (curve {i})"))?;
         }
     }
     Ok(())
 }
 
-#[inline(always)]
-fn energy(h: &[f32]) -> Vec<f64> {
-    h.iter().map(|&v| (v as f64) * (v as f64)).collect()
+/// Whether every value is finite: `v * 0` is NaN for NaN and +-Inf, and the
+/// eight independent lanes let the sum vectorise.
+fn all_finite(x: &[f32]) -> bool {
+    let mut acc = [0.0f32; 8];
+    let mut it = x.chunks_exact(8);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += v * 0.0;
+        }
+    }
+    let rest = it.remainder().iter().fold(0.0f32, |a, &v| a + v * 0.0);
+    (acc.iter().sum::<f32>() + rest).is_finite()
 }
 
-/// ISO 3382-1 onset: first sample within 20 dB of the peak energy.
 #[inline(always)]
-pub fn onset(e: &[f64]) -> Option<usize> {
-    let peak = e.iter().cloned().fold(0.0f64, f64::max);
-    if peak <= 0.0 {
+fn sq(v: f32) -> f64 {
+    (v as f64) * (v as f64)
+}
+
+/// Index of the first largest `|h[n]|` and its energy `h[n]^2`; `None` when
+/// every sample is zero.
+#[inline(always)]
+fn peak(h: &[f32]) -> Option<(usize, f64)> {
+    let mut lanes = [0.0f32; 8];
+    let mut it = h.chunks_exact(8);
+    for c in &mut it {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            let a = v.abs();
+            *m = if a > *m { a } else { *m };
+        }
+    }
+    let top = it
+        .remainder()
+        .iter()
+        .fold(lanes.iter().fold(0.0f32, |a, &b| a.max(b)), |a, &v| {
+            a.max(v.abs())
+        });
+    if top <= 0.0 {
         return None;
     }
-    e.iter().position(|&v| v >= peak * 0.01)
+    let i = h.iter().position(|&v| v.abs() == top)?;
+    Some((i, sq(top)))
 }
 
-fn tail_noise(e: &[f64], from: usize) -> f64 {
-    let from = from.min(e.len().saturating_sub(1));
-    let t = &e[from..];
-    if t.is_empty() {
-        0.0
-    } else {
-        t.iter().sum::<f64>() / t.len() as f64
+/// ISO 3382-1 onset: the first sample within 20 dB of the peak energy `pe`.
+#[inline(always)]
+fn onset(h: &[f32], pe: f64) -> usize {
+    h.iter().position(|&v| sq(v) >= pe * 0.01).unwrap_or(0)
+}
+
+/// Schroeder sums `s[i] = sum_{k >= i} h[k]^2` in f64, with `s[n] = 0` (so
+/// `s` holds `n + 1` values and any block energy is a difference).
+///
+/// The sum runs as four interleaved chains over four segments (the adds of
+/// one chain wait on each other, the chains do not), then each segment gets
+/// the sum of everything after it. Rounding is monotone, so the result is
+/// non-increasing exactly as a serial sum is.
+#[inline(always)]
+fn suffix_energy(h: &[f32], s: &mut Vec<f64>) {
+    const K: usize = 4;
+    let n = h.len();
+    // Growing writes zeros once; every value is overwritten below.
+    s.resize(n + 1, 0.0);
+    s[n] = 0.0;
+    let q = n / K;
+    let mut acc = 0.0;
+    for i in (K * q..n).rev() {
+        acc += sq(h[i]);
+        s[i] = acc;
     }
+    if q > 0 {
+        let (h0, rest) = h.split_at(q);
+        let (h1, rest) = rest.split_at(q);
+        let (h2, rest) = rest.split_at(q);
+        let h3 = &rest[..q];
+        let (s0, rest) = s.split_at_mut(q);
+        let (s1, rest) = rest.split_at_mut(q);
+        let (s2, rest) = rest.split_at_mut(q);
+        let s3 = &mut rest[..q];
+        let mut a = [0.0f64; K];
+        for t in (0..q).rev() {
+            a[0] += sq(h0[t]);
+            a[1] += sq(h1[t]);
+            a[2] += sq(h2[t]);
+            a[3] += sq(h3[t]);
+            s0[t] = a[0];
+            s1[t] = a[1];
+            s2[t] = a[2];
+            s3[t] = a[3];
+        }
+        for k in (0..K).rev() {
+            let off = s[(k + 1) * q];
+            if off != 0.0 {
+                s[k * q..(k + 1) * q].iter_mut().for_each(|v| *v += off);
+            }
+        }
+    }
+}
+
+/// Mean energy per sample of `[from, n)` from the Schroeder sums `s`
+/// (`from` clamped to the last sample).
+fn tail_noise(s: &[f64], from: usize) -> f64 {
+    let n = s.len() - 1;
+    if n == 0 {
+        return 0.0;
+    }
+    let from = from.min(n - 1);
+    s[from] / (n - from) as f64
 }
 
 fn db(v: f64) -> f64 {
@@ -140,12 +223,16 @@ fn db(v: f64) -> f64 {
 #[inline(always)]
 pub fn fast_ln(x: f64) -> f64 {
     const MANT: u64 = 0x000f_ffff_ffff_ffff;
+    // 2^52 + k as a double holds the integer k < 2^52 exactly, so the biased
+    // exponent becomes a float without an integer conversion (which AVX2
+    // lacks for 64-bit lanes).
+    const MAGIC: f64 = 4_503_599_627_370_496.0;
     let bits = x.to_bits();
-    let e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let biased = f64::from_bits(MAGIC.to_bits() | ((bits >> 52) & 0x7ff)) - MAGIC;
     let m = f64::from_bits((bits & MANT) | (1023 << 52));
     let big = m > std::f64::consts::SQRT_2;
     let m = if big { m * 0.5 } else { m };
-    let e = (e + big as i64) as f64;
+    let e = biased - if big { 1022.0 } else { 1023.0 };
     let s = (m - 1.0) / (m + 1.0);
     let z = s * s;
     let p = 1.0
@@ -155,14 +242,18 @@ pub fn fast_ln(x: f64) -> f64 {
     e * std::f64::consts::LN_2 + 2.0 * s * p
 }
 
-/// Block averages of `e` over windows of `w` samples: (centre, level dB).
-fn blocks(e: &[f64], w: usize) -> Vec<(f64, f64)> {
-    e.chunks(w)
+/// Block averages over windows of `w` samples from the Schroeder sums `s`:
+/// (centre, level dB).
+fn blocks(s: &[f64], w: usize) -> Vec<(f64, f64)> {
+    let n = s.len() - 1;
+    (0..n)
+        .step_by(w)
         .enumerate()
-        .map(|(i, c)| {
-            let m = c.iter().sum::<f64>() / c.len() as f64;
+        .map(|(i, a)| {
+            let b = (a + w).min(n);
+            let m = (s[a] - s[b]) / (b - a) as f64;
             (
-                (i * w) as f64 + (c.len() as f64 - 1.0) / 2.0,
+                (i * w) as f64 + ((b - a) as f64 - 1.0) / 2.0,
                 db(m.max(1e-300)),
             )
         })
@@ -187,16 +278,17 @@ fn linfit(pts: impl Iterator<Item = (f64, f64)>) -> Option<(f64, f64)> {
     Some(((sy - b * sx) / n, b))
 }
 
-/// Lundeby's iteration on the energy `e`: the crossing sample, the tail
-/// energy beyond it (sum units) and the noise energy per sample.
-pub fn lundeby(e: &[f64], sr: f64) -> Option<(usize, f64, f64)> {
-    let n = e.len();
+/// Lundeby's iteration on the Schroeder sums `s` of a curve (see
+/// [`suffix_energy`]; `n + 1` values): the crossing sample, the tail energy
+/// beyond it (sum units) and the noise energy per sample.
+pub fn lundeby(s: &[f64], sr: f64) -> Option<(usize, f64, f64)> {
+    let n = s.len().checked_sub(1)?;
     if n < 16 {
         return None;
     }
     let w0 = ((0.03 * sr) as usize).clamp(1, (n / 10).max(1));
-    let bl = blocks(e, w0);
-    let mut noise = tail_noise(e, ((1.0 - TAIL_FRACTION) * n as f64) as usize);
+    let bl = blocks(s, w0);
+    let mut noise = tail_noise(s, ((1.0 - TAIL_FRACTION) * n as f64) as usize);
     if noise <= 0.0 {
         return None;
     }
@@ -219,10 +311,10 @@ pub fn lundeby(e: &[f64], sr: f64) -> Option<(usize, f64, f64)> {
     for _ in 0..5 {
         let per_10db = -10.0 / b;
         let w = ((per_10db / 5.0) as usize).clamp(1, (n / 4).max(1));
-        let bl = blocks(e, w);
+        let bl = blocks(s, w);
         let noise_from = (cross + per_10db).max(0.0) as usize;
         let noise_from = noise_from.min(((1.0 - TAIL_FRACTION) * n as f64) as usize);
-        noise = tail_noise(e, noise_from);
+        noise = tail_noise(s, noise_from);
         if noise <= 0.0 {
             return None;
         }
@@ -268,66 +360,82 @@ pub fn lundeby(e: &[f64], sr: f64) -> Option<(usize, f64, f64)> {
     Some((c, tail, noise))
 }
 
-/// A curve's EDC (linear, not normalised), the end of its usable range and
-/// the tail energy added beyond it.
-fn edc_curve(e: &[f64], sr: f64, method: NoiseMethod) -> (Vec<f64>, usize, f64) {
-    let n = e.len();
-    let mut out = vec![f64::NAN; n];
-    match method {
-        NoiseMethod::None => {
-            let mut acc = 0.0;
-            for i in (0..n).rev() {
-                acc += e[i];
-                out[i] = acc;
-            }
-            (out, n, 0.0)
+/// Turn the Schroeder sums `s` of a curve (`n + 1` values, see
+/// [`suffix_energy`]) into its EDC in place (linear, not normalised; `s[n]`
+/// is left as scratch) and return the end of the usable range: every value
+/// before it is positive and finite, every value from it on is NaN (or, with
+/// `None`, zero). `pe` is the curve's peak energy.
+#[inline(always)]
+fn edc_in_place(s: &mut [f64], sr: f64, method: NoiseMethod, pe: f64) -> usize {
+    let n = s.len() - 1;
+    let crossing = match method {
+        NoiseMethod::Lundeby | NoiseMethod::LundebyChu => lundeby(s, sr),
+        _ => None,
+    };
+    match (method, crossing) {
+        (NoiseMethod::Lundeby, Some((c, tail, _))) => {
+            let sc = s[c];
+            s[..c].iter_mut().for_each(|v| *v = (*v - sc) + tail);
+            s[c..n].iter_mut().for_each(|v| *v = f64::NAN);
+            c
         }
-        NoiseMethod::Lundeby => match lundeby(e, sr) {
-            Some((c, tail, _)) => {
-                let mut acc = tail;
-                for i in (0..c).rev() {
-                    acc += e[i];
-                    out[i] = acc;
-                }
-                (out, c, tail)
-            }
-            None => edc_curve(e, sr, NoiseMethod::None),
-        },
-        NoiseMethod::LundebyChu => match lundeby(e, sr) {
-            Some((c, tail, noise)) => {
-                let mut acc = tail;
-                let mut end = c;
-                for i in (0..c).rev() {
-                    acc += e[i] - noise;
-                    out[i] = acc;
-                }
-                if let Some(k) = out[..c].iter().position(|&v| v <= 0.0) {
-                    end = k;
-                    out[k..].iter_mut().for_each(|v| *v = f64::NAN);
-                }
-                (out, end, tail)
-            }
-            None => edc_curve(e, sr, NoiseMethod::Chu),
-        },
-        NoiseMethod::Chu => {
-            let noise = tail_noise(e, ((1.0 - TAIL_FRACTION) * n as f64) as usize);
-            let peak = e.iter().cloned().fold(0.0f64, f64::max);
-            let mut acc = 0.0;
-            for i in (0..n).rev() {
-                acc += e[i] - noise;
-                out[i] = acc;
-            }
-            let start = out.first().copied().unwrap_or(0.0);
+        (NoiseMethod::LundebyChu, Some((c, tail, noise))) => {
+            let sc = s[c];
+            // EDC[i] = (S[i] - S[c]) - noise (c - i) + tail.
+            sub_ramp(&mut s[..c], noise, c as f64, tail - sc);
+            let end = s[..c].iter().position(|&v| v <= 0.0).unwrap_or(c);
+            s[end..n].iter_mut().for_each(|v| *v = f64::NAN);
+            end
+        }
+        (NoiseMethod::None | NoiseMethod::Lundeby, _) => s[..n].partition_point(|&v| v > 0.0),
+        (NoiseMethod::Chu | NoiseMethod::LundebyChu, _) => {
+            let noise = tail_noise(s, ((1.0 - TAIL_FRACTION) * n as f64) as usize);
+            sub_ramp(&mut s[..n], noise, n as f64, 0.0);
+            let start = s[0];
             // Usable while positive and 10 dB above the noise-to-peak level.
-            let floor = if peak > 0.0 { noise / peak * 10.0 } else { 0.0 };
-            let end = out
+            let floor = if pe > 0.0 { noise / pe * 10.0 } else { 0.0 };
+            let end = s[..n]
                 .iter()
                 .position(|&v| !(v > 0.0 && start > 0.0 && v / start > floor))
                 .unwrap_or(n);
-            out[end..].iter_mut().for_each(|v| *v = f64::NAN);
-            (out, end, 0.0)
+            s[end..n].iter_mut().for_each(|v| *v = f64::NAN);
+            end
         }
     }
+}
+
+/// `s[i] = (s[i] - noise (c - i)) + add`, four lanes of float indices (the
+/// integer-to-float conversion of 64-bit lanes does not vectorise).
+#[inline(always)]
+fn sub_ramp(s: &mut [f64], noise: f64, c: f64, add: f64) {
+    let mut left = [c, c - 1.0, c - 2.0, c - 3.0];
+    let mut it = s.chunks_exact_mut(4);
+    for q in &mut it {
+        for l in 0..4 {
+            q[l] = (q[l] - noise * left[l]) + add;
+            left[l] -= 4.0;
+        }
+    }
+    let mut r = left[0];
+    for v in it.into_remainder() {
+        *v = (*v - noise * r) + add;
+        r -= 1.0;
+    }
+}
+
+/// A curve's EDC (`h.len()` values, NaN beyond the usable range).
+fn edc_curve(h: &[f32], sr: f64, method: NoiseMethod) -> Vec<f64> {
+    let pe = peak(h).map_or(0.0, |p| p.1);
+    let mut s = Vec::new();
+    suffix_energy(h, &mut s);
+    edc_in_place(&mut s, sr, method, pe);
+    s.pop();
+    s
+}
+
+thread_local! {
+    /// Per-thread buffer of the Schroeder sums in [`room_params_curve`].
+    static SUMS: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Options of [`edc_batch`].
@@ -352,8 +460,7 @@ pub fn edc_batch(
     check_sr(sr)?;
     check_curves(curves)?;
     map_items(curves.len(), n_threads, cancel, |i| {
-        let e = energy(curves[i]);
-        let (mut c, _, _) = edc_curve(&e, sr, opts.method);
+        let mut c = crate::fastmath::vectorized(|| edc_curve(curves[i], sr, opts.method));
         let first = c.first().copied().unwrap_or(0.0);
         if opts.normalize && first > 0.0 {
             c.iter_mut().for_each(|v| *v /= first);
@@ -373,89 +480,178 @@ pub fn edc_batch(
     })
 }
 
-/// Least-squares slope (dB per sample) of `y[i..=j]` against the sample
-/// index, centred for accuracy.
+/// `(sum y, sum k y)` over `k` in `[a, b)` of `y[k] = to_db * ln(d[k] * inv)`:
+/// the logarithms of a block go to a buffer in a plain map (which
+/// vectorises), the sums run in four independent lanes.
 #[inline(always)]
-fn slope(y: &[f64], i: usize, j: usize) -> Option<f64> {
-    let n = (j - i + 1) as f64;
-    let xm = (j - i) as f64 / 2.0;
-    let ym = y[i..=j].iter().sum::<f64>() / n;
-    let (mut sxy, mut sxx) = (0.0, 0.0);
-    for (k, &v) in y[i..=j].iter().enumerate() {
-        let dx = k as f64 - xm;
-        sxy += dx * (v - ym);
-        sxx += dx * dx;
+fn db_sums(d: &[f64], a: usize, b: usize, inv: f64) -> (f64, f64) {
+    const TO_DB: f64 = 10.0 / std::f64::consts::LN_10;
+    const B: usize = 64;
+    let (mut s0, mut s1) = ([0.0f64; 4], [0.0f64; 4]);
+    let mut kf = [0.0f64, 1.0, 2.0, 3.0];
+    let mut y = [0.0f64; B];
+    let mut it = d[a..b].chunks_exact(B);
+    for c in &mut it {
+        for (o, &v) in y.iter_mut().zip(c) {
+            *o = TO_DB * fast_ln(v * inv);
+        }
+        for q in y.chunks_exact(4) {
+            for l in 0..4 {
+                s0[l] += q[l];
+                s1[l] += kf[l] * q[l];
+                kf[l] += 4.0;
+            }
+        }
     }
-    (sxx > 0.0).then(|| sxy / sxx)
+    let (mut t0, mut t1) = (s0.iter().sum::<f64>(), s1.iter().sum::<f64>());
+    let done = (b - a) / B * B;
+    for (k, &v) in it.remainder().iter().enumerate() {
+        let y = TO_DB * fast_ln(v * inv);
+        t0 += y;
+        t1 += (done + k) as f64 * y;
+    }
+    (t0, t1 + a as f64 * t0)
+}
+
+/// Index of the first value at or below `t`, sixteen values per test.
+#[inline(always)]
+fn first_at_or_below(d: &[f64], t: f64) -> Option<usize> {
+    let mut base = 0;
+    for c in d.chunks(16) {
+        if c.iter().fold(false, |a, &v| a | (v <= t)) {
+            return c.iter().position(|&v| v <= t).map(|p| base + p);
+        }
+        base += c.len();
+    }
+    None
+}
+
+/// Sum of `d` with four lanes.
+#[inline(always)]
+fn lane_sum(d: &[f64]) -> f64 {
+    let mut s = [0.0f64; 4];
+    let mut it = d.chunks_exact(4);
+    for c in &mut it {
+        for l in 0..4 {
+            s[l] += c[l];
+        }
+    }
+    s.iter().sum::<f64>() + it.remainder().iter().sum::<f64>()
 }
 
 /// Parameters of one curve.
 ///
-/// The fit ranges are found on the linear EDC (`EDC <= EDC[0] 10^(L/10)`),
-/// and logarithms are taken only up to the deepest range. Energy sums come
-/// from the EDC itself (`E[a..b) = EDC[a] - EDC[b]`, the first moment as
-/// `sum_{n>=1} EDC[n]`), so they include the tail correction and, with
-/// Chu's method, are noise-subtracted.
+/// One pass finds the peak, a second the Schroeder sums from the onset (in
+/// place they become the EDC of the chosen method). The fit ranges are the
+/// first samples at or below `EDC[0] 10^(L/10)` for each level `L`, found
+/// in one scan; the least-squares slopes come from sums of `y` and `k y`
+/// (dB EDC `y`, sample `k`) accumulated between consecutive range ends, so
+/// each logarithm is taken once and only up to the deepest range. Energy
+/// sums come from the EDC itself (`E[a..b) = EDC[a] - EDC[b]`, the first
+/// moment as `sum_{n>=1} EDC[n]`), so they include the tail correction and,
+/// with Chu's method, are noise-subtracted.
 pub fn room_params_curve(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64) -> RoomParams {
-    crate::fastmath::vectorized(|| room_params_impl(h, sr, method, direct_ms))
+    SUMS.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut s) => {
+            crate::fastmath::vectorized(|| room_params_impl(h, sr, method, direct_ms, &mut s))
+        }
+        Err(_) => crate::fastmath::vectorized(|| {
+            room_params_impl(h, sr, method, direct_ms, &mut Vec::new())
+        }),
+    })
 }
 
 #[inline(always)]
-fn room_params_impl(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64) -> RoomParams {
+fn room_params_impl(
+    h: &[f32],
+    sr: f64,
+    method: NoiseMethod,
+    direct_ms: f64,
+    s: &mut Vec<f64>,
+) -> RoomParams {
     let mut values = [f64::NAN; 9];
     let mut status = [Status::Ok; 9];
-    let e = energy(h);
-    let Some(o) = onset(&e) else {
+    let Some((pk, pe)) = peak(h) else {
         return RoomParams {
             values,
             status: [Status::NoOnset; 9],
         };
     };
-    if e.len() - o < 4 {
+    let o = onset(h, pe);
+    if h.len() - o < 4 {
         return RoomParams {
             values,
             status: [Status::TooShort; 9],
         };
     }
-    let (edc, end, _) = edc_curve(&e[o..], sr, method);
-    let end = edc[..end]
-        .iter()
-        .position(|v| v.is_nan() || *v <= 0.0)
-        .unwrap_or(end);
-    let e0 = edc[0];
-    if end < 2 || e0.is_nan() || e0 <= 0.0 {
+    suffix_energy(&h[o..], s);
+    let end = edc_in_place(s, sr, method, pe);
+    let e0 = s[0];
+    if end < 2 || !(e0 > 0.0) {
         return RoomParams {
             values,
             status: [Status::InsufficientRange; 9],
         };
     }
-    let d = &edc[..end];
-    let below = |level: f64, from: usize| -> Option<usize> {
-        let th = e0 * 10f64.powf(level / 10.0);
-        d[from..].iter().position(|&v| v <= th).map(|p| p + from)
-    };
-    let fits = [(0.0, -10.0), (-5.0, -25.0), (-5.0, -35.0), (-5.0, -65.0)];
-    let mut ranges = [None; 4];
-    for (k, &(u, l)) in fits.iter().enumerate() {
-        match below(u, 0).and_then(|i| below(l, i).map(|j| (i, j))) {
-            Some((i, j)) if j >= i + 2 => ranges[k] = Some((i, j)),
-            Some(_) => status[k] = Status::TooShort,
-            None => status[k] = Status::InsufficientRange,
+    let d = &s[..end];
+    // First samples at or below 0, -5, -10, -25, -35 and -65 dB.
+    const LEVELS: [f64; 6] = [0.0, -5.0, -10.0, -25.0, -35.0, -65.0];
+    let mut th = [0.0f64; 6];
+    for (t, l) in th.iter_mut().zip(LEVELS) {
+        *t = e0 * 10f64.powf(l / 10.0);
+    }
+    let mut at = [usize::MAX; 6];
+    let mut i = 0;
+    for (t, slot) in th.iter().zip(at.iter_mut()) {
+        match first_at_or_below(&d[i..], *t) {
+            Some(p) => {
+                i += p;
+                *slot = i;
+            }
+            None => break,
         }
     }
-    let deepest = ranges.iter().flatten().map(|r| r.1).max();
-    if let Some(jmax) = deepest {
-        let to_db = 10.0 / std::f64::consts::LN_10;
+    // (upper, lower) level indices of EDT, T20, T30, T60.
+    const FITS: [(usize, usize); 4] = [(0, 2), (1, 3), (1, 4), (1, 5)];
+    let mut ranges = [None; 4];
+    for (r, &(u, l)) in FITS.iter().enumerate() {
+        match (at[u], at[l]) {
+            (i, j) if j != usize::MAX && j >= i + 2 => ranges[r] = Some((i, j)),
+            (_, j) if j != usize::MAX => status[r] = Status::TooShort,
+            _ => status[r] = Status::InsufficientRange,
+        }
+    }
+    // Sums of y and k y up to each range end, in one pass.
+    let mut cuts: Vec<usize> = ranges
+        .iter()
+        .flatten()
+        .flat_map(|&(i, j)| [i, j + 1])
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    if !cuts.is_empty() {
         let inv = 1.0 / e0;
-        let y: Vec<f64> = d[..=jmax]
-            .iter()
-            .map(|&v| to_db * fast_ln(v * inv))
-            .collect();
-        for (k, r) in ranges.iter().enumerate() {
-            if let Some((i, j)) = *r {
-                match slope(&y, i, j) {
-                    Some(b) if b < 0.0 => values[k] = -60.0 / (b * sr),
-                    _ => status[k] = Status::InsufficientRange,
+        let mut at_cut = vec![(0.0f64, 0.0f64); cuts.len()];
+        let (mut p0, mut p1) = (0.0, 0.0);
+        for c in 1..cuts.len() {
+            let (a, b) = db_sums(d, cuts[c - 1], cuts[c], inv);
+            p0 += a;
+            p1 += b;
+            at_cut[c] = (p0, p1);
+        }
+        let sums = |x: usize| at_cut[cuts.iter().position(|&c| c == x).unwrap_or(0)];
+        for (r, range) in ranges.iter().enumerate() {
+            if let Some((i, j)) = *range {
+                let ((a0, a1), (b0, b1)) = (sums(i), sums(j + 1));
+                let (sy, sky) = (b0 - a0, b1 - a1);
+                let nf = (j - i + 1) as f64;
+                let xm = (i + j) as f64 / 2.0;
+                let sxx = nf * (nf * nf - 1.0) / 12.0;
+                let b = (sky - xm * sy) / sxx;
+                if b < 0.0 {
+                    values[r] = -60.0 / (b * sr);
+                } else {
+                    status[r] = Status::InsufficientRange;
                 }
             }
         }
@@ -475,14 +671,17 @@ fn room_params_impl(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64) -> 
         }
     }
     status[7] = status[5];
-    values[8] = d[1..].iter().sum::<f64>() / e0 / sr;
-    // DRR around the peak.
-    let p = e[o..o + end]
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .map(|(i, _)| i)
-        .unwrap_or(0);
+    values[8] = lane_sum(&d[1..]) / e0 / sr;
+    // DRR around the peak (the first largest sample of the usable range).
+    let p = if pk - o < end {
+        pk - o
+    } else {
+        let top = h[o..o + end].iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+        h[o..o + end]
+            .iter()
+            .position(|&v| v.abs() == top)
+            .unwrap_or(0)
+    };
     let w = (direct_ms * 1e-3 * sr).round() as usize;
     let (a, z) = (p.saturating_sub(w), p + w + 1);
     if z >= end {
@@ -531,7 +730,7 @@ pub fn edc_distance_pair(
     floor_db: f64,
 ) -> (f64, Status) {
     let curve = |h: &[f32]| -> Vec<f64> {
-        let (c, _, _) = edc_curve(&energy(h), sr, method);
+        let c = crate::fastmath::vectorized(|| edc_curve(h, sr, method));
         let first = c.first().copied().unwrap_or(0.0);
         c.iter()
             .map(|&v| {

@@ -380,10 +380,30 @@ impl StereoFft {
         r: &Source<'_>,
         tr: usize,
     ) {
-        let n = plan.params.n_fft;
-        let nf = n / 2 + 1;
         plan.window_frame(l, tl, &mut self.fl);
         plan.window_frame(r, tr, &mut self.fr);
+        self.transform();
+    }
+
+    /// The two frame buffers (`n_fft` samples each) that
+    /// [`StereoFft::transform`] reads.
+    pub fn inputs(&mut self) -> (&mut [f32], &mut [f32]) {
+        (&mut self.fl, &mut self.fr)
+    }
+
+    /// Spectra of the frames in the two input buffers into `self.left` and
+    /// `self.right` (packed into one complex FFT when their energies allow).
+    pub fn transform(&mut self) {
+        crate::fastmath::vectorized(
+            #[inline(always)]
+            || self.transform_impl(),
+        )
+    }
+
+    #[inline(always)]
+    fn transform_impl(&mut self) {
+        let n = self.fl.len();
+        let nf = n / 2 + 1;
         let (el, er) = (energy(&self.fl), energy(&self.fr));
         let packed = el > 0.0
             && er > 0.0
