@@ -51,7 +51,9 @@ pub fn has_avx2_fma() -> bool {
 
 /// Run `f` compiled for AVX2+FMA when the CPU has them (the closure is
 /// inlined into a `target_feature` function, so its loops vectorise 8 wide),
-/// else as is.
+/// else as is. Mark the closure `#[inline(always)]` (and what it calls):
+/// with fat LTO the inliner otherwise keeps a large closure out of line,
+/// compiled without AVX2.
 #[inline(always)]
 pub fn vectorized<T>(f: impl FnOnce() -> T) -> T {
     #[cfg(target_arch = "x86_64")]

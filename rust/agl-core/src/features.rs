@@ -66,7 +66,10 @@ pub fn spectrogram_batch(
         || PairFft::new(params.n_fft),
         |s, item, t, row| {
             s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
-            vectorized(|| spec_power_into(&s.spectrum[..nf], power, row));
+            vectorized(
+                #[inline(always)]
+                || spec_power_into(&s.spectrum[..nf], power, row),
+            );
         },
     )
 }
@@ -115,10 +118,13 @@ pub fn melspectrogram_batch(
         || (PairFft::new(params.n_fft), vec![0f32; nf]),
         |(s, mag), item, t, row| {
             s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
-            vectorized(|| {
-                spec_power_into(&s.spectrum[..nf], power, mag);
-                bank.apply(mag, row);
-            })
+            vectorized(
+                #[inline(always)]
+                || {
+                    spec_power_into(&s.spectrum[..nf], power, mag);
+                    bank.apply(mag, row);
+                },
+            )
         },
     )?;
     if let Some(db) = db {
@@ -542,15 +548,18 @@ pub fn efficientat_batch(
                 gain: 1.0,
             };
             s.frame(&plan, &src, item, t, n_frames[item]);
-            vectorized(|| {
-                for (o, c) in pw.iter_mut().zip(&s.spectrum[..nf]) {
-                    *o = c.re * c.re + c.im * c.im;
-                }
-                bank.apply(pw, row);
-                row.iter_mut().for_each(|v| *v += 1e-5);
-                ln_inplace(row);
-                row.iter_mut().for_each(|v| *v = (*v + 4.5) / 5.0);
-            })
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (o, c) in pw.iter_mut().zip(&s.spectrum[..nf]) {
+                        *o = c.re * c.re + c.im * c.im;
+                    }
+                    bank.apply(pw, row);
+                    row.iter_mut().for_each(|v| *v += 1e-5);
+                    ln_inplace(row);
+                    row.iter_mut().for_each(|v| *v = (*v + 4.5) / 5.0);
+                },
+            )
         },
     )
 }

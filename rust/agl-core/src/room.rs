@@ -424,6 +424,7 @@ fn sub_ramp(s: &mut [f64], noise: f64, c: f64, add: f64) {
 }
 
 /// A curve's EDC (`h.len()` values, NaN beyond the usable range).
+#[inline(always)]
 fn edc_curve(h: &[f32], sr: f64, method: NoiseMethod) -> Vec<f64> {
     let pe = peak(h).map_or(0.0, |p| p.1);
     let mut s = Vec::new();
@@ -460,7 +461,10 @@ pub fn edc_batch(
     check_sr(sr)?;
     check_curves(curves)?;
     map_items(curves.len(), n_threads, cancel, |i| {
-        let mut c = crate::fastmath::vectorized(|| edc_curve(curves[i], sr, opts.method));
+        let mut c = crate::fastmath::vectorized(
+            #[inline(always)]
+            || edc_curve(curves[i], sr, opts.method),
+        );
         let first = c.first().copied().unwrap_or(0.0);
         if opts.normalize && first > 0.0 {
             c.iter_mut().for_each(|v| *v /= first);
@@ -481,26 +485,28 @@ pub fn edc_batch(
 }
 
 /// `(sum y, sum k y)` over `k` in `[a, b)` of `y[k] = to_db * ln(d[k] * inv)`:
-/// the logarithms of a block go to a buffer in a plain map (which
-/// vectorises), the sums run in four independent lanes.
+/// a block at a time, the logarithms into a buffer and both sums into one
+/// accumulator per block position (plain element-wise loops, which
+/// vectorise whatever the inliner decides around them).
 #[inline(always)]
 fn db_sums(d: &[f64], a: usize, b: usize, inv: f64) -> (f64, f64) {
     const TO_DB: f64 = 10.0 / std::f64::consts::LN_10;
-    const B: usize = 64;
-    let (mut s0, mut s1) = ([0.0f64; 4], [0.0f64; 4]);
-    let mut kf = [0.0f64, 1.0, 2.0, 3.0];
+    const B: usize = 32;
     let mut y = [0.0f64; B];
+    let (mut s0, mut s1) = ([0.0f64; B], [0.0f64; B]);
+    let mut kf = [0.0f64; B];
+    for (j, k) in kf.iter_mut().enumerate() {
+        *k = j as f64;
+    }
     let mut it = d[a..b].chunks_exact(B);
     for c in &mut it {
         for (o, &v) in y.iter_mut().zip(c) {
             *o = TO_DB * fast_ln(v * inv);
         }
-        for q in y.chunks_exact(4) {
-            for l in 0..4 {
-                s0[l] += q[l];
-                s1[l] += kf[l] * q[l];
-                kf[l] += 4.0;
-            }
+        for j in 0..B {
+            s0[j] += y[j];
+            s1[j] += kf[j] * y[j];
+            kf[j] += B as f64;
         }
     }
     let (mut t0, mut t1) = (s0.iter().sum::<f64>(), s1.iter().sum::<f64>());
@@ -552,12 +558,14 @@ fn lane_sum(d: &[f64]) -> f64 {
 /// with Chu's method, are noise-subtracted.
 pub fn room_params_curve(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64) -> RoomParams {
     SUMS.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut s) => {
-            crate::fastmath::vectorized(|| room_params_impl(h, sr, method, direct_ms, &mut s))
-        }
-        Err(_) => crate::fastmath::vectorized(|| {
-            room_params_impl(h, sr, method, direct_ms, &mut Vec::new())
-        }),
+        Ok(mut s) => crate::fastmath::vectorized(
+            #[inline(always)]
+            || room_params_impl(h, sr, method, direct_ms, &mut s),
+        ),
+        Err(_) => crate::fastmath::vectorized(
+            #[inline(always)]
+            || room_params_impl(h, sr, method, direct_ms, &mut Vec::new()),
+        ),
     })
 }
 
@@ -730,7 +738,10 @@ pub fn edc_distance_pair(
     floor_db: f64,
 ) -> (f64, Status) {
     let curve = |h: &[f32]| -> Vec<f64> {
-        let c = crate::fastmath::vectorized(|| edc_curve(h, sr, method));
+        let c = crate::fastmath::vectorized(
+            #[inline(always)]
+            || edc_curve(h, sr, method),
+        );
         let first = c.first().copied().unwrap_or(0.0);
         c.iter()
             .map(|&v| {
