@@ -213,8 +213,48 @@ struct Sink {
     src_ch: usize,
     resampler: Option<Resampler>,
     plain: Vec<Vec<f32>>,
-    /// Mapped channels of the current chunk, on their way to the resampler.
-    mixed: Vec<Vec<f32>>,
+}
+
+/// Output channel `c` of interleaved frames, appended to `d`.
+fn map_interleaved(map: Channels, ch: usize, data: &[f32], c: usize, d: &mut Vec<f32>) {
+    match (map, ch) {
+        (_, 1) => d.extend_from_slice(data),
+        (Channels::Keep, _) => d.extend(data.chunks_exact(ch).map(|f| f[c])),
+        (Channels::Select(i), _) => d.extend(data.chunks_exact(ch).map(|f| f[i])),
+        (Channels::Mono, _) => {
+            let s = 1.0 / ch as f32;
+            d.extend(
+                data.chunks_exact(ch)
+                    .map(|f| f[1..].iter().fold(f[0], |a, b| a + b) * s),
+            );
+        }
+    }
+}
+
+/// Output channel `c` of planar frames (`planes(k)` is source channel `k`),
+/// appended to `d`.
+fn map_planar<'a>(
+    map: Channels,
+    ch: usize,
+    planes: &impl Fn(usize) -> &'a [f32],
+    c: usize,
+    d: &mut Vec<f32>,
+) {
+    match map {
+        Channels::Keep => d.extend_from_slice(planes(c)),
+        Channels::Select(i) => d.extend_from_slice(planes(i)),
+        Channels::Mono => {
+            let at = d.len();
+            d.extend_from_slice(planes(0));
+            for k in 1..ch {
+                for (a, b) in d[at..].iter_mut().zip(planes(k)) {
+                    *a += b;
+                }
+            }
+            let s = 1.0 / ch as f32;
+            d[at..].iter_mut().for_each(|a| *a *= s);
+        }
+    }
 }
 
 impl Sink {
@@ -262,77 +302,34 @@ impl Sink {
             src_ch,
             resampler,
             plain,
-            mixed: vec![Vec::new(); n_out],
         })
     }
 
     /// Append frames given as `src_ch` interleaved samples each.
     fn push_interleaved(&mut self, data: &[f32]) {
-        let ch = self.src_ch;
-        let dst = match self.resampler {
-            Some(_) => {
-                self.mixed.iter_mut().for_each(Vec::clear);
-                &mut self.mixed
-            }
-            None => &mut self.plain,
-        };
-        match (self.channels, ch) {
-            (Channels::Keep, 1) | (Channels::Mono, 1) => dst[0].extend_from_slice(data),
-            (Channels::Keep, _) => {
-                for (c, d) in dst.iter_mut().enumerate() {
-                    d.extend(data.chunks_exact(ch).map(|f| f[c]));
-                }
-            }
-            (Channels::Select(i), _) => dst[0].extend(data.chunks_exact(ch).map(|f| f[i])),
-            (Channels::Mono, _) => {
-                let s = 1.0 / ch as f32;
-                dst[0].extend(
-                    data.chunks_exact(ch)
-                        .map(|f| f[1..].iter().fold(f[0], |a, b| a + b) * s),
-                );
-            }
-        }
-        self.flush();
+        let (map, ch) = (self.channels, self.src_ch);
+        let fill = |c: usize, d: &mut Vec<f32>| map_interleaved(map, ch, data, c, d);
+        self.push(data.len() / ch, fill);
     }
 
     /// Append frames `lo..hi` of planar data (`src_ch` planes of `frames`).
     fn push_planar(&mut self, data: &[f32], frames: usize, lo: usize, hi: usize) {
-        let ch = self.src_ch;
-        let dst = match self.resampler {
-            Some(_) => {
-                self.mixed.iter_mut().for_each(Vec::clear);
-                &mut self.mixed
-            }
-            None => &mut self.plain,
-        };
-        let plane = |c: usize| &data[c * frames + lo..c * frames + hi];
-        match self.channels {
-            Channels::Keep => {
-                for (c, d) in dst.iter_mut().enumerate() {
-                    d.extend_from_slice(plane(c));
-                }
-            }
-            Channels::Select(i) => dst[0].extend_from_slice(plane(i)),
-            Channels::Mono => {
-                let m = &mut dst[0];
-                let at = m.len();
-                m.extend_from_slice(plane(0));
-                for c in 1..ch {
-                    for (a, b) in m[at..].iter_mut().zip(plane(c)) {
-                        *a += b;
-                    }
-                }
-                let s = 1.0 / ch as f32;
-                m[at..].iter_mut().for_each(|a| *a *= s);
-            }
-        }
-        self.flush();
+        let (map, ch) = (self.channels, self.src_ch);
+        let planes = |k: usize| &data[k * frames + lo..k * frames + hi];
+        let fill = |c: usize, d: &mut Vec<f32>| map_planar(map, ch, &planes, c, d);
+        self.push(hi - lo, fill);
     }
 
-    fn flush(&mut self) {
-        if let Some(r) = self.resampler.as_mut() {
-            let refs: Vec<&[f32]> = self.mixed.iter().map(|m| m.as_slice()).collect();
-            r.push(&refs);
+    /// `fill(c, dst)` appends `n` frames of output channel `c` to `dst`: the
+    /// resampler's input history, or the output itself.
+    fn push(&mut self, n: usize, mut fill: impl FnMut(usize, &mut Vec<f32>)) {
+        match self.resampler.as_mut() {
+            Some(r) => r.push_with(n, fill),
+            None => {
+                for (c, d) in self.plain.iter_mut().enumerate() {
+                    fill(c, d);
+                }
+            }
         }
     }
 

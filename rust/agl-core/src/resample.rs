@@ -523,6 +523,19 @@ impl Resampler {
         self.produce();
     }
 
+    /// Append `n` frames that `fill(c, history)` writes straight onto the
+    /// end of channel `c`'s input history (no intermediate copy). A channel
+    /// given more or fewer than `n` samples is cut or zero-padded to `n`.
+    pub fn push_with(&mut self, n: usize, mut fill: impl FnMut(usize, &mut Vec<f32>)) {
+        for (c, b) in self.buf.iter_mut().enumerate() {
+            let want = b.len() + n;
+            fill(c, b);
+            b.resize(want, 0.0);
+        }
+        self.total_in += n as u64;
+        self.produce();
+    }
+
     /// Flush the tail (zeros past the end) and return the output channels.
     pub fn finish(mut self) -> Vec<Vec<f32>> {
         let end = self.k.out_len(self.total_in);
