@@ -246,3 +246,135 @@ def test_ffmpeg_encoded_files(tmp_path: Path, codec: str) -> None:
         n = ref.shape[1] - 8192
         err = y[:, 4096 + lag : 4096 + lag + n] - ref[:, 4096 : 4096 + n]
         assert np.max(np.abs(err)) < 1e-4, f"lag {lag}"
+
+
+def _chirp_wav(path: Path, sr: int, seconds: float) -> None:
+    t = np.arange(int(sr * seconds)) / sr
+    x = (0.4 * np.sin(2 * np.pi * (150 * t + 700 * t**2))).astype(np.float32)
+    sf.write(path, np.stack([x, -0.6 * x], axis=1), sr, subtype="PCM_16")
+
+
+def _encode(src: Path, out: Path, args: list[str]) -> Path:
+    res = subprocess.run(
+        [FFMPEG or "ffmpeg", "-v", "error", "-y", "-i", str(src), "-c:a", "libmp3lame", *args],
+        capture_output=True,
+    )
+    if res.returncode != 0:
+        pytest.skip("this ffmpeg has no libmp3lame encoder")
+    return out
+
+
+@needs_ffmpeg
+@pytest.mark.parametrize(
+    ("args", "sr", "ch"),
+    [
+        (["-b:a", "128k"], 44100, 2),  # CBR, LAME Info tag
+        (["-q:a", "4"], 44100, 2),  # VBR, Xing tag
+        (["-b:a", "48k", "-ac", "1", "-ar", "22050"], 22050, 1),  # MPEG-2 mono
+        (["-b:a", "128k", "-ar", "48000"], 48000, 2),
+        (["-b:a", "128k", "-write_xing", "0"], 44100, 2),  # no tag: nothing to trim
+    ],
+    ids=["cbr", "vbr", "mpeg2-mono", "48k", "no-tag"],
+)
+def test_mp3_encodings_match_ffmpeg(tmp_path: Path, args: list[str], sr: int, ch: int) -> None:
+    src = tmp_path / "src.wav"
+    _chirp_wav(src, 44100, 3.3)
+    out = _encode(src, tmp_path / "x.mp3", [*args, str(tmp_path / "x.mp3")])
+    ref = _ffmpeg_decode(out).reshape(-1, ch).T
+    y, got_sr = agl_fast.load(out, sr=None)
+    assert got_sr == sr
+    y2 = np.atleast_2d(y)
+    assert y2.shape == ref.shape  # gapless trimming as ffmpeg does it
+    assert np.max(np.abs(y2 - ref)) < 1e-4
+
+
+@pytest.mark.skipif(shutil.which("lame") is None, reason="lame is not installed")
+@needs_ffmpeg
+@pytest.mark.parametrize("args", [["-V2"], ["--abr", "96"], ["-b", "320"]])
+def test_lame_files_match_ffmpeg(tmp_path: Path, args: list[str]) -> None:
+    src = tmp_path / "src.wav"
+    _chirp_wav(src, 44100, 2.7)
+    out = tmp_path / "lame.mp3"
+    subprocess.run(["lame", "--quiet", *args, str(src), str(out)], check=True)
+    ref = _ffmpeg_decode(out).reshape(-1, 2).T
+    y, _ = agl_fast.load(out, sr=None)
+    assert y.shape == ref.shape
+    assert np.max(np.abs(y - ref)) < 1e-4
+
+
+@needs_ffmpeg
+def test_mp3_window_channels_and_resampling(tmp_path: Path) -> None:
+    src = tmp_path / "src.wav"
+    _chirp_wav(src, 44100, 6.0)
+    out = _encode(src, tmp_path / "x.mp3", ["-b:a", "160k", str(tmp_path / "x.mp3")])
+    full, _ = agl_fast.load(out, sr=None)
+    # Sample-accurate seek: the frames before the target are decoded again
+    # for the bit reservoir, so the samples agree with the full decode.
+    for offset, duration in [(0.0, 0.5), (2.5, 1.0), (0.013, 0.2), (5.9, 1.0)]:
+        part, _ = agl_fast.load(out, sr=None, offset=offset, duration=duration)
+        a = round(offset * 44100)
+        want = full[:, a : a + round(duration * 44100)]
+        assert part.shape == want.shape
+        assert np.max(np.abs(part - want)) < 1e-4
+    mono, _ = agl_fast.load(out, sr=None, mono=True)
+    np.testing.assert_allclose(mono, full.mean(axis=0), atol=1e-7)
+    right, _ = agl_fast.load(out, sr=None, channel=1)
+    np.testing.assert_array_equal(right, full[1])
+    t = agl_fast.load_many([out, out], sr=None, max_duration=1.5, n_threads=2)
+    assert t.column("truncated").to_pylist() == [True, True]
+    assert t.column("frames").to_pylist() == [66150, 66150]
+    # Streaming resampling equals resampling the whole decode.
+    y32, sr = agl_fast.load(out, sr=32000)
+    assert sr == 32000
+    np.testing.assert_allclose(
+        y32, agl_fast.resample(full, orig_sr=44100, target_sr=32000), atol=1e-6
+    )
+    with pytest.raises(ParameterError, match="channel"):
+        agl_fast.load(out, channel=2)
+
+
+@needs_ffmpeg
+def test_damaged_and_misnamed_mp3(tmp_path: Path) -> None:
+    src = tmp_path / "src.wav"
+    _chirp_wav(src, 44100, 4.0)
+    good = _encode(src, tmp_path / "x.mp3", ["-b:a", "128k", str(tmp_path / "x.mp3")])
+    full, _ = agl_fast.load(good, sr=None)
+    data = good.read_bytes()
+    # Cut short (mid-frame, shorter than its tag says): the frames before
+    # the cut, as in the full decode.
+    cut = tmp_path / "cut.mp3"
+    cut.write_bytes(data[: len(data) // 2 + 77])
+    y, _ = agl_fast.load(cut, sr=None)
+    assert 0.4 * full.shape[1] < y.shape[1] < 0.6 * full.shape[1]
+    assert np.max(np.abs(y - full[:, : y.shape[1]])) < 1e-4
+    # Garbage in the middle: the damaged frames are skipped, the rest decodes.
+    rng = np.random.default_rng(5)
+    bad = bytearray(data)
+    bad[len(data) // 2 : len(data) // 2 + 3000] = rng.integers(0, 256, 3000, np.uint8).tobytes()
+    hurt = tmp_path / "hurt.mp3"
+    hurt.write_bytes(bytes(bad))
+    y, _ = agl_fast.load(hurt, sr=None)
+    assert 0.8 * full.shape[1] < y.shape[1] <= full.shape[1]
+    assert np.all(np.isfinite(y))
+    # Too short to hold a frame, random bytes, an empty file: typed errors.
+    for name, payload in [
+        ("stub.mp3", data[:300]),
+        ("noise.mp3", rng.integers(0, 256, 50_000, np.uint8).tobytes()),
+        ("empty.mp3", b""),
+    ]:
+        p = tmp_path / name
+        p.write_bytes(payload)
+        with pytest.raises(AudioDecodeError, match=name):
+            agl_fast.load(p)
+    # Another format behind an .mp3 name is probed and decoded as what it is.
+    wav_named = tmp_path / "really_wav.mp3"
+    x = _noise(3000, 2, seed=6)
+    sf.write(wav_named, x, 16000, format="WAV", subtype="FLOAT")
+    y, _ = agl_fast.load(wav_named, sr=None)
+    np.testing.assert_array_equal(y, x.T)
+    # And an MP3 behind another name goes through the general decoder.
+    renamed = tmp_path / "x.bin"
+    renamed.write_bytes(data)
+    y, _ = agl_fast.load(renamed, sr=None)
+    assert y.shape == full.shape
+    assert np.max(np.abs(y - full)) < 1e-4

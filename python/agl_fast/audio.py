@@ -4,7 +4,8 @@ MP3 (gapless: the LAME/Xing encoder delay and padding are trimmed, so sample
 counts match ffmpeg), FLAC, WAV (PCM 8/16/24/32-bit and float), Ogg Vorbis
 and AAC in MP4/M4A are decoded to float32 in [-1, 1], then mapped to the
 requested channels and resampled with a band-limited polyphase filter while
-decoding (long files are never held at their source rate).
+decoding (long files are never held at their source rate). MP3 ``offset``
+seeks to the exact sample; damaged MP3 frames are skipped, as ffmpeg does.
 
 ``res_type`` picks the resampling filter:
 

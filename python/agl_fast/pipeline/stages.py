@@ -122,10 +122,13 @@ def _levels(clips: Clips) -> Columns:
             rms.append(0.0)
             clip.append(0.0)
             continue
-        a = np.abs(y)
-        peak.append(float(a.max()))
-        rms.append(float(np.sqrt(np.mean(np.square(y, dtype=np.float64)))))
-        clip.append(float(np.count_nonzero(a >= CLIP_LEVEL) / y.size))
+        # Reductions over the samples as they are: no full-size temporaries
+        # but the two masks, squares summed in float64.
+        flat = y.reshape(-1)
+        peak.append(max(float(flat.max()), -float(flat.min())))
+        rms.append(float(np.sqrt(np.einsum("i,i->", flat, flat, dtype=np.float64) / flat.size)))
+        n_clip = np.count_nonzero(flat >= CLIP_LEVEL) + np.count_nonzero(flat <= -CLIP_LEVEL)
+        clip.append(float(n_clip / flat.size))
     return {
         "peak_dbfs": pa.array(_db(np.asarray(peak)), pa.float64()),
         "rms_dbfs": pa.array(_db(np.asarray(rms)), pa.float64()),

@@ -1,13 +1,15 @@
-//! Audio file decoding (symphonia): MP3 (gapless, from the LAME/Xing
-//! header), FLAC, WAV (PCM 8/16/24/32-bit and float), Ogg Vorbis and AAC in
-//! MP4/M4A, to float32, with channel selection or downmix and streaming
-//! resampling.
+//! Audio file decoding: MP3 (gapless, from the LAME/Xing header) through
+//! the minimp3-derived decoder of [`nanomp3`], and FLAC, WAV (PCM
+//! 8/16/24/32-bit and float), Ogg Vorbis and AAC in MP4/M4A (and MP3 that
+//! path does not take) through symphonia, to float32, with channel
+//! selection or downmix and streaming resampling.
 //!
-//! Files are decoded packet by packet; each packet goes through the channel
+//! Files are decoded frame by frame; each frame goes through the channel
 //! mapping and the [`Resampler`] at once, so only the output is held in
-//! memory. `offset` seeks where the container allows it (then drops the
-//! frames decoded before the target timestamp); `duration` and
-//! `max_duration` stop decoding early.
+//! memory, sized once from the stream length when the header gives it.
+//! `offset` seeks where the format allows it (MP3 to the exact sample;
+//! other containers then drop the frames decoded before the target
+//! timestamp); `duration` and `max_duration` stop decoding early.
 
 use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -26,6 +28,8 @@ use symphonia::core::units::Time;
 use crate::error::{AglError, Result};
 use crate::parallel::{install, Cancel};
 use crate::resample::{Quality, Resampler};
+
+mod mp3;
 
 /// What to do with the channels of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +148,201 @@ pub fn decode_file(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Dec
 }
 
 fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decoded> {
+    if mp3::claims(path) {
+        // A file named .mp3 that holds no MPEG audio goes to the probe below,
+        // which recognises other containers or reports the error.
+        if let Some(d) = mp3::decode(path, p, cancel)? {
+            return finish(path, d);
+        }
+    }
+    finish(path, decode_symphonia(path, p, cancel)?)
+}
+
+fn finish(path: &Path, d: Decoded) -> Result<Decoded> {
+    for c in &d.channels {
+        crate::error::check_finite(c, &format!("the decoded audio of {}", path.display()))?;
+    }
+    Ok(d)
+}
+
+/// The part of the source to read, in frames at the source rate.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    start: u64,
+    /// One past the last frame to read.
+    end: Option<u64>,
+    /// `end` comes from `max_duration` (reaching it flags `truncated`).
+    capped: bool,
+}
+
+impl Window {
+    fn new(p: &DecodeParams, source_sr: u32) -> Self {
+        let sr = source_sr as f64;
+        let start = (p.offset * sr).round() as u64;
+        let want = p.duration.map(|d| (d * sr).round() as u64);
+        let cap = p.max_duration.map(|d| (d * sr).round() as u64);
+        let (limit, capped) = match (want, cap) {
+            (Some(w), Some(c)) if c < w => (Some(c), true),
+            (Some(w), _) => (Some(w), false),
+            (None, Some(c)) => (Some(c), true),
+            (None, None) => (None, false),
+        };
+        Window {
+            start,
+            end: limit.map(|l| start.saturating_add(l)),
+            capped,
+        }
+    }
+
+    /// Frames the window will hold when the source has `total` frames.
+    fn expected(&self, total: Option<u64>) -> Option<u64> {
+        let rest = total.map(|t| t.saturating_sub(self.start));
+        match (rest, self.end) {
+            (Some(r), Some(e)) => Some(r.min(e - self.start)),
+            (Some(r), None) => Some(r),
+            (None, Some(e)) => Some(e - self.start),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Where decoded frames go: the channel mapping, then the resampler (or a
+/// plain copy when the rate is kept).
+struct Sink {
+    channels: Channels,
+    src_ch: usize,
+    resampler: Option<Resampler>,
+    plain: Vec<Vec<f32>>,
+}
+
+/// Output channel `c` of interleaved frames, appended to `d`.
+fn map_interleaved(map: Channels, ch: usize, data: &[f32], c: usize, d: &mut Vec<f32>) {
+    match (map, ch) {
+        (_, 1) => d.extend_from_slice(data),
+        (Channels::Keep, _) => d.extend(data.chunks_exact(ch).map(|f| f[c])),
+        (Channels::Select(i), _) => d.extend(data.chunks_exact(ch).map(|f| f[i])),
+        (Channels::Mono, _) => {
+            let s = 1.0 / ch as f32;
+            d.extend(
+                data.chunks_exact(ch)
+                    .map(|f| f[1..].iter().fold(f[0], |a, b| a + b) * s),
+            );
+        }
+    }
+}
+
+/// Output channel `c` of planar frames (`planes(k)` is source channel `k`),
+/// appended to `d`.
+fn map_planar<'a>(
+    map: Channels,
+    ch: usize,
+    planes: &impl Fn(usize) -> &'a [f32],
+    c: usize,
+    d: &mut Vec<f32>,
+) {
+    match map {
+        Channels::Keep => d.extend_from_slice(planes(c)),
+        Channels::Select(i) => d.extend_from_slice(planes(i)),
+        Channels::Mono => {
+            let at = d.len();
+            d.extend_from_slice(planes(0));
+            for k in 1..ch {
+                for (a, b) in d[at..].iter_mut().zip(planes(k)) {
+                    *a += b;
+                }
+            }
+            let s = 1.0 / ch as f32;
+            d[at..].iter_mut().for_each(|a| *a *= s);
+        }
+    }
+}
+
+impl Sink {
+    /// A sink for `src_ch` channels at `source_sr`; `expect` (frames at the
+    /// source rate, when known) sizes the output once. An out-of-range
+    /// `Channels::Select` is an error naming the file.
+    fn new(
+        path: &Path,
+        p: &DecodeParams,
+        source_sr: u32,
+        src_ch: usize,
+        expect: Option<u64>,
+    ) -> Result<Self> {
+        let n_out = match p.channels {
+            Channels::Keep => src_ch,
+            Channels::Mono => 1,
+            Channels::Select(i) if i < src_ch => 1,
+            Channels::Select(i) => {
+                return Err(AglError::param(
+                    "channel",
+                    i,
+                    format!("must be < the {src_ch} channel(s) of {}", path.display()),
+                ))
+            }
+        };
+        // A header can claim any length: the reservation is only a hint, and
+        // a failed one leaves the vectors to grow as they go.
+        let expect = expect.map_or(0, |e| e.min(1 << 31) as usize);
+        let mut plain = vec![Vec::new(); n_out];
+        let resampler = match p.sr.filter(|&sr| sr != source_sr) {
+            Some(sr) => {
+                let mut r = Resampler::new(source_sr, sr, n_out, p.quality)?;
+                r.reserve_out(r.out_len(expect as u64) as usize);
+                Some(r)
+            }
+            None => {
+                for v in &mut plain {
+                    v.try_reserve_exact(expect).ok();
+                }
+                None
+            }
+        };
+        Ok(Sink {
+            channels: p.channels,
+            src_ch,
+            resampler,
+            plain,
+        })
+    }
+
+    /// Append frames given as `src_ch` interleaved samples each.
+    fn push_interleaved(&mut self, data: &[f32]) {
+        let (map, ch) = (self.channels, self.src_ch);
+        let fill = |c: usize, d: &mut Vec<f32>| map_interleaved(map, ch, data, c, d);
+        self.push(data.len() / ch, fill);
+    }
+
+    /// Append frames `lo..hi` of planar data (`src_ch` planes of `frames`).
+    fn push_planar(&mut self, data: &[f32], frames: usize, lo: usize, hi: usize) {
+        let (map, ch) = (self.channels, self.src_ch);
+        let planes = |k: usize| &data[k * frames + lo..k * frames + hi];
+        let fill = |c: usize, d: &mut Vec<f32>| map_planar(map, ch, &planes, c, d);
+        self.push(hi - lo, fill);
+    }
+
+    /// `fill(c, dst)` appends `n` frames of output channel `c` to `dst`: the
+    /// resampler's input history, or the output itself.
+    fn push(&mut self, n: usize, mut fill: impl FnMut(usize, &mut Vec<f32>)) {
+        match self.resampler.as_mut() {
+            Some(r) => r.push_with(n, fill),
+            None => {
+                for (c, d) in self.plain.iter_mut().enumerate() {
+                    fill(c, d);
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> Vec<Vec<f32>> {
+        match self.resampler {
+            Some(r) => r.finish(),
+            None => self.plain,
+        }
+    }
+}
+
+/// Every other format, and MP3 streams the fast path does not take.
+fn decode_symphonia(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decoded> {
     let file = File::open(path).map_err(|e| dec_err(path, e))?;
     let mss = MediaSourceStream::new(Box::new(file), Default::default());
     let mut hint = Hint::new();
@@ -183,19 +382,8 @@ fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decode
         }
     };
 
-    let start = (p.offset * source_sr as f64).round() as u64;
-    let want = p.duration.map(|d| (d * source_sr as f64).round() as u64);
-    let cap = p
-        .max_duration
-        .map(|d| (d * source_sr as f64).round() as u64);
-    let (limit, capped) = match (want, cap) {
-        (Some(w), Some(c)) if c < w => (Some(c), true),
-        (Some(w), _) => (Some(w), false),
-        (None, Some(c)) => (Some(c), true),
-        (None, None) => (None, false),
-    };
-    let end = limit.map(|l| start.saturating_add(l));
-
+    let win = Window::new(p, source_sr);
+    let (start, end) = (win.start, win.end);
     if start > 0 {
         let to = SeekTo::Time {
             time: Time::from(p.offset),
@@ -207,12 +395,9 @@ fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decode
         }
     }
 
-    let mut out: Option<Resampler> = None;
-    let mut plain: Vec<Vec<f32>> = Vec::new();
-    let mut n_out_ch = 0usize;
+    let mut sink: Option<Sink> = None;
     let mut src_ch = 0usize;
     let mut sbuf: Option<SampleBuffer<f32>> = None;
-    let mut mixed: Vec<Vec<f32>> = Vec::new();
     let mut truncated = false;
     let mut done = false;
     let mut reached = 0u64; // source frames emitted so far
@@ -247,24 +432,13 @@ fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decode
         }
         if src_ch == 0 {
             src_ch = ch;
-            n_out_ch = match p.channels {
-                Channels::Keep => ch,
-                Channels::Mono => 1,
-                Channels::Select(i) if i < ch => 1,
-                Channels::Select(i) => {
-                    return Err(AglError::param(
-                        "channel",
-                        i,
-                        format!("must be < the {ch} channel(s) of {}", path.display()),
-                    ))
-                }
-            };
-            mixed = vec![Vec::new(); n_out_ch];
-            plain = vec![Vec::new(); n_out_ch];
-            if let Some(sr) = p.sr.filter(|&sr| sr != source_sr) {
-                let r = Resampler::new(source_sr, sr, n_out_ch, p.quality)?;
-                out = Some(r);
-            }
+            sink = Some(Sink::new(
+                path,
+                p,
+                source_sr,
+                ch,
+                win.expected(cp.n_frames),
+            )?);
         } else if ch != src_ch {
             return Err(dec_err(
                 path,
@@ -272,7 +446,7 @@ fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decode
             ));
         }
         let need = frames as u64 * ch as u64;
-        if sbuf.as_ref().map_or(true, |s| (s.capacity() as u64) < need) {
+        if sbuf.as_ref().is_none_or(|s| (s.capacity() as u64) < need) {
             sbuf = Some(SampleBuffer::new(frames as u64, spec));
         }
         let sb = sbuf.as_mut().expect("set above");
@@ -286,62 +460,32 @@ fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decode
             if (hi - lo) as u64 >= room {
                 hi = lo + room as usize;
                 done = true;
-                truncated = capped;
+                truncated = win.capped;
             }
         }
         if hi <= lo {
             continue;
         }
         reached += (hi - lo) as u64;
-        for (o, m) in mixed.iter_mut().enumerate() {
-            m.clear();
-            match p.channels {
-                Channels::Keep => m.extend_from_slice(&data[o * frames + lo..o * frames + hi]),
-                Channels::Select(i) => m.extend_from_slice(&data[i * frames + lo..i * frames + hi]),
-                Channels::Mono => {
-                    m.extend_from_slice(&data[lo..hi]);
-                    for c in 1..ch {
-                        for (a, b) in m.iter_mut().zip(&data[c * frames + lo..c * frames + hi]) {
-                            *a += b;
-                        }
-                    }
-                    let s = 1.0 / ch as f32;
-                    m.iter_mut().for_each(|a| *a *= s);
-                }
-            }
-        }
-        match out.as_mut() {
-            Some(r) => {
-                let refs: Vec<&[f32]> = mixed.iter().map(|m| m.as_slice()).collect();
-                r.push(&refs);
-            }
-            None => {
-                for (pl, m) in plain.iter_mut().zip(&mixed) {
-                    pl.extend_from_slice(m);
-                }
-            }
+        if let Some(s) = sink.as_mut() {
+            s.push_planar(data, frames, lo, hi);
         }
     }
-    if src_ch == 0 {
-        // No audio frames at all: report the channel layout from the header.
-        src_ch = cp.channels.map_or(0, |c| c.count());
-        if src_ch == 0 && reached == 0 && cp.n_frames.unwrap_or(0) > 0 {
-            return Err(dec_err(path, "no decodable audio packets"));
+    let channels = match sink {
+        Some(s) => s.finish(),
+        None => {
+            // No audio frames at all: report the channel layout from the header.
+            src_ch = cp.channels.map_or(0, |c| c.count());
+            if src_ch == 0 && reached == 0 && cp.n_frames.unwrap_or(0) > 0 {
+                return Err(dec_err(path, "no decodable audio packets"));
+            }
+            let n_out = match p.channels {
+                Channels::Keep => src_ch.max(1),
+                _ => 1,
+            };
+            vec![Vec::new(); n_out]
         }
-        n_out_ch = match p.channels {
-            Channels::Keep => src_ch.max(1),
-            _ => 1,
-        };
-        plain = vec![Vec::new(); n_out_ch];
-    }
-    let channels = match out {
-        Some(r) => r.finish(),
-        None => plain,
     };
-    debug_assert_eq!(channels.len(), n_out_ch);
-    for c in &channels {
-        crate::error::check_finite(c, &format!("the decoded audio of {}", path.display()))?;
-    }
     Ok(Decoded {
         channels,
         sr: p.sr.unwrap_or(source_sr),

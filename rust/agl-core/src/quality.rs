@@ -282,7 +282,7 @@ pub fn welch_psd(
     } else {
         0.0
     };
-    let last = if n % 2 == 0 { nf - 1 } else { nf };
+    let last = if n.is_multiple_of(2) { nf - 1 } else { nf };
     for (k, a) in acc.iter_mut().enumerate() {
         *a *= scale;
         if k >= 1 && k < last {
