@@ -50,6 +50,11 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--seconds", type=float, default=10.0)
     sim.add_argument("--receiver", choices=("auto", "hrtf", "two_mic"), default="auto")
     sim.add_argument("--workers", type=int, default=1, help="worker processes")
+    sim.add_argument("--format", choices=("npz", "parquet"), default="npz",
+                     help="one .npz per scene, or Parquet shards")  # fmt: skip
+    sim.add_argument("--shard-size", type=int, default=256, help="scenes per Parquet shard")
+    sim.add_argument("--through-door", type=float, default=0.0,
+                     help="probability of a source in an adjoining room (door)")  # fmt: skip
     sim.set_defaults(run=run_simulate)
     tr = ssub.add_parser("train", help="train SAGE on a simulated dataset (torch extra)")
     tr.add_argument("--data", type=Path, required=True, help="a spatial simulate output")
@@ -151,6 +156,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         seconds=args.seconds,
         receiver=args.receiver,
         workers=args.workers,
+        format=args.format,
+        shard_size=args.shard_size,
+        through_door=args.through_door,
     )
     n_test = sum(r["split"] == "test" for r in rows)
     receiver = rows[0]["receiver"] if rows else "-"

@@ -32,7 +32,7 @@ from torch.nn import functional as F
 from ..presets import bat
 from ..torch.sage import SageConfig, SageEncoder
 from ..torch.sage_rir import ETA, GEO_LAMBDA, geo_loss, geometry_vector
-from .dataset import load_scene
+from .dataset import load_scenes
 from .metrics import angular_error
 
 __all__ = ["TrainConfig", "evaluate", "load_split", "soft_cross_entropy", "soft_targets", "train"]
@@ -68,7 +68,7 @@ def load_split(
     if not rows:
         raise ValueError(f"no {split!r} scenes in {root}")
     vocab = vocab or sorted({e for r in rows for e in r["events"]})
-    scenes = [load_scene(root, r["id"]) for r in rows]
+    scenes = load_scenes(root, [r["id"] for r in rows])
     audio = np.stack([z["audio"] for z in scenes])
     events = np.zeros((len(rows), len(vocab)), dtype=np.float32)
     for i, r in enumerate(rows):
