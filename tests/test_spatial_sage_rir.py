@@ -151,3 +151,16 @@ def test_masks_only_in_training_mode():
     assert torch.equal((z == 0).all(dim=1), (z == 0).any(dim=1))  # same mask per channel
     with torch.no_grad():
         assert plain.train().encode(x).shape[1] == 3 + 32  # no masks configured
+
+
+def test_ipd_scale_multiplies_the_ipd_channels():
+    torch.manual_seed(0)
+    scaled = SageEncoder(SageConfig(**{**TINY.to_dict(), "ipd_scale": 31.25})).eval()
+    plain = SageEncoder(TINY).eval()
+    plain.load_state_dict(scaled.state_dict())
+    x = _features()
+    y = x.clone()
+    y[:, 2:] *= 31.25
+    with torch.no_grad():
+        for a, b in zip(scaled(x), plain(y), strict=True):
+            torch.testing.assert_close(a, b)

@@ -93,21 +93,23 @@ def add_parser(sub: Any) -> None:
     ex.add_argument("--minutes", type=float, default=15.0, help="wall-clock budget")
     ex.add_argument("--recordings", nargs="*", type=Path, default=[],
                     help="long recordings to cut dry source segments from")  # fmt: skip
-    ex.add_argument("--train-rooms", type=int, default=400)
-    ex.add_argument("--test-rooms", type=int, default=60)
+    ex.add_argument("--train-rooms", type=int, default=800)
+    ex.add_argument("--test-rooms", type=int, default=100)
     ex.add_argument("--positions", type=int, default=8, help="source positions per room")
     ex.add_argument("--clip-seconds", type=float, default=1.0)
     ex.add_argument("--batch-size", type=int, default=32)
     ex.add_argument("--lr", type=float, default=1e-3)
     ex.add_argument("--steps", type=int, default=None, help="fixed step count (else the budget)")
-    ex.add_argument("--target-frame", type=int, default=128)
+    ex.add_argument("--target-frame", type=int, default=64)
+    ex.add_argument("--ipd-scale", type=float, default=31.25, help="factor on the IPD channels")
     ex.add_argument("--sigma-azimuth", type=float, default=10.0, help="degrees (0: one-hot)")
     ex.add_argument("--freq-mask", type=int, default=0, help="SpecAugment band width")
     ex.add_argument("--time-mask", type=int, default=0, help="SpecAugment frame width")
     ex.add_argument("--token-mask", type=float, default=0.0, help="share of tokens dropped")
     ex.add_argument("--receiver", choices=("auto", "hrtf", "two_mic"), default="auto")
     ex.add_argument("--workers", type=int, default=2, help="simulation processes")
-    ex.add_argument("--threads", type=int, default=2, help="torch threads")
+    ex.add_argument("--threads", type=int, default=1,
+                    help="torch threads (batches are made in a second thread)")  # fmt: skip
     ex.add_argument("--seed", type=int, default=0)
     ex.set_defaults(run=run_experiment)
 
@@ -226,6 +228,7 @@ def run_experiment(args: argparse.Namespace) -> int:
         lr=args.lr,
         steps=args.steps,
         target_frame=args.target_frame,
+        ipd_scale=args.ipd_scale,
         sigma_azimuth=args.sigma_azimuth,
         freq_mask=args.freq_mask,
         time_mask=args.time_mask,

@@ -36,6 +36,8 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import queue
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -54,8 +56,8 @@ class ExperimentConfig:
     """Settings of :func:`run_experiment` (sizes, times in minutes/seconds)."""
 
     minutes: float = 15.0
-    train_rooms: int = 400
-    test_rooms: int = 60
+    train_rooms: int = 800
+    test_rooms: int = 100
     positions: int = 8
     clip_seconds: float = 1.0
     max_order: int = 3
@@ -63,7 +65,8 @@ class ExperimentConfig:
     embed_dim: int = 192
     depth: int = 4
     num_heads: int = 3
-    target_frame: int = 128
+    target_frame: int = 64
+    ipd_scale: float = 31.25
     batch_size: int = 32
     lr: float = 1e-3
     warmup: int = 100
@@ -286,6 +289,7 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
         embed_dim=cfg.embed_dim, depth=cfg.depth, num_heads=cfg.num_heads,
         num_classes=len(bank.kinds), target_frame=cfg.target_frame,
         freq_mask=cfg.freq_mask, time_mask=cfg.time_mask, token_mask=cfg.token_mask,
+        ipd_scale=cfg.ipd_scale,
     )  # fmt: skip
     model = SageEncoder(mcfg)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -296,9 +300,27 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
                  "kinds": list(bank.kinds), "step": step}  # fmt: skip
         torch.save(state, out / "checkpoint.pt")
 
+    # Batches are made in a background thread (the Rust kernels release the
+    # GIL) while the model steps; one producer keeps their order fixed.
+    rng = np.random.default_rng(cfg.seed)
+    ready: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=3)
+    stop = threading.Event()
+
+    def produce() -> None:
+        while not stop.is_set():
+            idx = rng.integers(0, len(tr_h), cfg.batch_size)
+            b = _batch(tr_h, tr_l, idx, bank, rng, "train")
+            while not stop.is_set():
+                try:
+                    ready.put(b, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
     t_train0 = time.perf_counter()
     train_end = deadline - cfg.eval_seconds
-    rng = np.random.default_rng(cfg.seed)
     step, losses = 0, []
     while True:
         now = time.perf_counter()
@@ -313,7 +335,7 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
         lr = cfg.lr * min(1.0, (step + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * frac))
         for group in opt.param_groups:
             group["lr"] = lr
-        b = _batch(tr_h, tr_l, rng.integers(0, len(tr_h), cfg.batch_size), bank, rng, "train")
+        b = ready.get()
         model.train()
         loss = _loss(model, b, cfg)
         opt.zero_grad(set_to_none=True)
@@ -326,6 +348,8 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
             say(f"step {step} loss {np.mean(losses[-50:]):.3f} lr {lr:.2e}")
         if step % 500 == 0:
             save(step)
+    stop.set()
+    producer.join()
     t_train = time.perf_counter() - t_train0
     say(f"trained {step} steps in {t_train:.0f} s")
     save(step)

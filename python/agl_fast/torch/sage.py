@@ -78,6 +78,12 @@ class SageConfig:
     # ``rir_geometry_dim`` numbers when that is > 0.
     rir_length: int = 0
     rir_geometry_dim: int = 0
+    # Factor on the two IPD channels. The Slaney-normalised mel weights of a
+    # band sum to n_fft / sr (1 / 31.25 at 32 kHz), so ``mel @ cos(IPD)`` is
+    # about 30 times smaller than the batch-normalised log-mels; 31.25 makes
+    # each band the weighted mean of cos / sin IPD, in [-1, 1]. The released
+    # checkpoints were trained with 1 (the default).
+    ipd_scale: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -293,7 +299,8 @@ class SageEncoder(nn.Module):
         mode the configured masks are applied (fewer patch tokens when
         ``token_mask > 0``)."""
         cfg = self.config
-        x = torch.cat([self.bn(features[:, :2]), features[:, 2:]], dim=1)
+        ipd = features[:, 2:] if cfg.ipd_scale == 1.0 else features[:, 2:] * cfg.ipd_scale
+        x = torch.cat([self.bn(features[:, :2]), ipd], dim=1)
         if self.training and (cfg.freq_mask > 0 or cfg.time_mask > 0):
             x = self._spec_mask(x)
         x = self._resize_time(x)
