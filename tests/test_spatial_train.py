@@ -71,15 +71,15 @@ def test_cli_train_and_export(data, tmp_path, capsys):
     assert onnx_path.stat().st_size > 0
 
 
-GEO = SageConfig(**{**TINY.to_dict(), "rir_length": 1024, "rir_geometry_dim": 10,
+GEO = SageConfig(**{**TINY.to_dict(), "rir_length": 512, "rir_geometry_dim": 10,
                     "freq_mask": 16, "time_mask": 8})  # fmt: skip
 
 
 def test_rir_branch_loss_falls_and_resumes_exactly(data, tmp_path):
-    cfg = TrainConfig(steps=24, batch_size=8, lr=3e-3, warmup=2, checkpoint_every=12,
+    cfg = TrainConfig(steps=14, batch_size=8, lr=3e-3, warmup=2, checkpoint_every=7,
                       log_every=100, eta=(1.0, 1.0))  # fmt: skip
-    tr = load_split(data, "train", rir_length=1024)
-    assert tr["rir"].shape == (8, 2, 1024) and tr["geometry"].shape == (8, 10)
+    tr = load_split(data, "train", rir_length=512)
+    assert tr["rir"].shape == (8, 2, 512) and tr["geometry"].shape == (8, 10)
     torch.manual_seed(0)
     mcfg = SageConfig(**{**GEO.to_dict(), "num_classes": len(tr["vocab"])})
     before = evaluate(SageEncoder(mcfg), tr, cfg)
@@ -87,7 +87,7 @@ def test_rir_branch_loss_falls_and_resumes_exactly(data, tmp_path):
     assert m["train"]["geo_loss"] < 0.8 * before["geo_loss"]
     assert m["train"]["loss"] < 0.8 * before["loss"]
     assert "geo_loss" in m["test"]
-    train(data, tmp_path / "b", model_config=GEO, config=cfg, until=12, log=None)
+    train(data, tmp_path / "b", model_config=GEO, config=cfg, until=7, log=None)
     resumed, _ = train(data, tmp_path / "b", model_config=GEO, config=cfg, resume=True, log=None)
     sd = resumed.state_dict()
     assert any(k.startswith("rir_decoder.") for k in sd)

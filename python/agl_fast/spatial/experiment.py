@@ -26,7 +26,8 @@ one process and within the wall-clock budget:
    never used in training); the same number of clips from training rooms
    (fresh training-part sources) for comparison. Figures: mean azimuth
    error, mean great-circle direction error, ER20, the lateral error (front
-   and back folded together), distance error rate.
+   and back folded together), the front-back confusion rate (prediction and
+   truth on opposite sides of the interaural axis), distance error rate.
 
 ``metrics.json``, ``log.txt`` and ``checkpoint.pt`` go to ``out``.
 """
@@ -82,6 +83,7 @@ class ExperimentConfig:
     seed: int = 0
     workers: int = 2
     recordings: list[str] = field(default_factory=list)
+    speech: bool = True
 
 
 def _room_job(job: dict[str, Any]) -> list[tuple[np.ndarray, dict[str, Any]]]:
@@ -225,6 +227,8 @@ def _evaluate(model: Any, sets: list[dict[str, Any]]) -> dict[str, float]:
         "direction_error_deg": float(np.mean(err)),
         "er20": float(np.mean(err > 20)),
         "lateral_error_deg": float(np.mean(np.abs(_lateral(ap) - _lateral(at)))),
+        # Predicted and true directions on opposite sides of the interaural axis.
+        "front_back_confusion": float(np.mean(np.sin(np.radians(ap)) * np.sin(np.radians(at)) < 0)),
         "distance_error_rate": float(np.mean(np.abs(dp - dt) * 0.5 > 0.5)),
     }
 
@@ -257,7 +261,7 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
             log(line)
 
     sr = 32000
-    bank = SourceBank(cfg.clip_seconds, sr=sr, recordings=cfg.recordings)
+    bank = SourceBank(cfg.clip_seconds, sr=sr, recordings=cfg.recordings, speech=cfg.speech)
     say(f"sources: {', '.join(bank.kinds)}")
     base = 1_000_003 * (cfg.seed + 1)
     train_seeds = [base + i for i in range(cfg.train_rooms)]
