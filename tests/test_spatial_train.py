@@ -11,6 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("pyroomacoustics")
 
 import torch
+from torch.nn import functional as F
 
 from agl_fast.cli import main
 from agl_fast.spatial.dataset import build_dataset
@@ -99,3 +100,21 @@ def test_paper_loss_weights_are_the_defaults():
     cfg = TrainConfig()
     assert cfg.alpha == (1.0, 1.0, 2.0) and cfg.eta == (1.0, 0.01)
     assert cfg.geo_lambda == 0.1
+
+
+def test_soft_targets_wrap_around_the_circle():
+    from agl_fast.spatial.train import soft_cross_entropy, soft_targets
+
+    t = soft_targets(torch.tensor([0, 180]), 360, 10.0, circular=True)
+    torch.testing.assert_close(t.sum(1), torch.ones(2))
+    assert t[0, 359] == t[0, 1] and t[0, 10] == t[0, 350] and int(t[0].argmax()) == 0
+    torch.testing.assert_close(t[1], torch.roll(t[0], 180))
+    line = soft_targets(torch.tensor([0]), 21, 1.0)
+    assert line[0, 20] < 1e-40 and line[0, 1] > line[0, 2]
+    hard = soft_targets(torch.tensor([3]), 21, 0.0)
+    assert hard.sum() == 1 and hard[0, 3] == 1
+    logits = torch.randn(4, 21)
+    y = torch.tensor([0, 5, 9, 20])
+    torch.testing.assert_close(
+        soft_cross_entropy(logits, soft_targets(y, 21, 0.0)), F.cross_entropy(logits, y)
+    )

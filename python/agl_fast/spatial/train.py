@@ -10,8 +10,8 @@ CE(elevation))`` and, when the model has the RIR branch
 on the first source's BRIR (:func:`agl_fast.torch.sage_rir.geo_loss`).
 Defaults are the paper's: ``alpha = (1, 1, 2)``, ``eta = (1, 0.01)``; it
 gives no ``lambda``, 0.1 is used. Azimuth targets may be circular Gaussians
-(``sigma_azimuth`` degrees) instead of one-hot. AdamW with a linear warm-up and cosine decay; mixed
-precision (bfloat16 autocast) on CUDA. Batches are drawn from ``(seed,
+(``sigma_azimuth`` degrees) instead of one-hot. AdamW with a linear warm-up
+and cosine decay; mixed precision (bfloat16 autocast) on CUDA. Batches are drawn from ``(seed,
 step)`` alone, so a run resumed from a checkpoint continues exactly as an
 uninterrupted one.
 """

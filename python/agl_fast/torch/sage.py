@@ -24,6 +24,14 @@ weights, ``spectrogram_extractor.*`` and ``logmel_extractor.*``, are not
 needed here: the features come from the Rust front end).
 Where ``frames > target_frame`` the resize shrinks the input (the reference
 model accepts at most 1024 frames; 10 s at 32 kHz gives 1001).
+
+Training-only options of :class:`SageConfig` add no parameter (SpecAugment
+masks, token dropping, ``ipd_scale``); ``rir_length > 0`` adds the
+RIR-prediction branch ``rir_decoder`` (:mod:`agl_fast.torch.sage_rir`),
+whose parameters all live under that prefix and which ``forward`` (the
+inference and ONNX path) does not run: :meth:`SageEncoder.encode` gives the
+tokens, :meth:`SageEncoder.heads` the outputs, :meth:`SageEncoder.predict_rir`
+the binaural RIR.
 """
 
 from __future__ import annotations
