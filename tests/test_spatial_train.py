@@ -67,8 +67,14 @@ def test_cli_train_and_export(data, tmp_path, capsys):
     args = ["spatial", "train", "--data", str(data), "--out", str(tmp_path / "r")]
     args += ["--steps", "2", "--dim", "32", "--depth", "1", "--heads", "2"]
     args += ["--target-frame", "64", "--export", str(onnx_path)]
+    # The RIR branch, the paper's loss weights and the masks from the command line.
+    args += ["--rir-length", "256", "--rir-geometry", "--eta", "1", "0.5", "--geo-lambda", "0.2"]
+    args += ["--freq-mask", "8", "--time-mask", "4", "--sigma-azimuth", "5"]
     assert main(args) == 0
-    assert json.loads(capsys.readouterr().out.splitlines()[-1])["step"] == 2
+    metrics = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert metrics["step"] == 2 and metrics["test"]["geo_loss"] > 0
+    ckpt = torch.load(tmp_path / "r" / "checkpoint.pt", map_location="cpu")
+    assert ckpt["model_config"]["rir_length"] == 256 and ckpt["model_config"]["freq_mask"] == 8
     assert onnx_path.stat().st_size > 0
 
 
