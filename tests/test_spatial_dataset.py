@@ -83,3 +83,37 @@ def test_cli_simulate_writes_a_split_dataset(tmp_path, capsys):
     a = dataset.load_scene(out, "000003")["brir_0"]
     b = dataset.load_scene(out2, "000003")["brir_0"]
     assert a.shape == b.shape
+
+
+def test_parquet_shards_round_trip_equal_to_npz(tmp_path):
+    npz, pq = tmp_path / "npz", tmp_path / "pq"
+    kw = {"seed": 11, "seconds": 0.25, "receiver": "two_mic"}
+    rows_n = dataset.build_dataset(npz, 5, **kw)
+    rows_p = dataset.build_dataset(pq, 5, format="parquet", shard_size=2, **kw)
+    assert sorted(p.name for p in (pq / "shards").iterdir()) == [
+        "00000.parquet", "00001.parquet", "00002.parquet"
+    ]  # fmt: skip
+    assert not (pq / "scenes").exists()
+    assert [r.pop("shard") for r in rows_p] == ["00000.parquet"] * 2 + ["00001.parquet"] * 2 + [
+        "00002.parquet"
+    ]  # fmt: skip
+    assert rows_p == rows_n
+    ids = [r["id"] for r in rows_n]
+    for a, b in zip(dataset.load_scenes(npz, ids), dataset.load_scenes(pq, ids[::-1])[::-1],
+                    strict=True):  # fmt: skip
+        assert a.keys() == b.keys()
+        for k in a:
+            assert a[k].dtype == b[k].dtype == np.float32
+            np.testing.assert_array_equal(a[k], b[k])
+    assert sum(len(s) - 1 for s in dataset.load_scenes(pq, ids)) == sum(
+        len(r["labels"]) for r in rows_n
+    )
+    with pytest.raises(KeyError, match="999999"):
+        dataset.load_scenes(pq, ["999999"])
+    # The trainer reads either layout into the same tensors.
+    pytest.importorskip("torch")
+    from agl_fast.spatial.train import load_split
+
+    a, b = load_split(npz, "train", rir_length=256), load_split(pq, "train", rir_length=256)
+    for k in ("x", "rir", "geometry", "azimuth", "distance"):
+        assert bool((a[k] == b[k]).all()), k

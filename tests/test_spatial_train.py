@@ -11,6 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("pyroomacoustics")
 
 import torch
+from torch.nn import functional as F
 
 from agl_fast.cli import main
 from agl_fast.spatial.dataset import build_dataset
@@ -66,6 +67,60 @@ def test_cli_train_and_export(data, tmp_path, capsys):
     args = ["spatial", "train", "--data", str(data), "--out", str(tmp_path / "r")]
     args += ["--steps", "2", "--dim", "32", "--depth", "1", "--heads", "2"]
     args += ["--target-frame", "64", "--export", str(onnx_path)]
+    # The RIR branch, the paper's loss weights and the masks from the command line.
+    args += ["--rir-length", "256", "--rir-geometry", "--eta", "1", "0.5", "--geo-lambda", "0.2"]
+    args += ["--freq-mask", "8", "--time-mask", "4", "--sigma-azimuth", "5"]
     assert main(args) == 0
-    assert json.loads(capsys.readouterr().out.splitlines()[-1])["step"] == 2
+    metrics = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert metrics["step"] == 2 and metrics["test"]["geo_loss"] > 0
+    ckpt = torch.load(tmp_path / "r" / "checkpoint.pt", map_location="cpu")
+    assert ckpt["model_config"]["rir_length"] == 256 and ckpt["model_config"]["freq_mask"] == 8
     assert onnx_path.stat().st_size > 0
+
+
+GEO = SageConfig(**{**TINY.to_dict(), "rir_length": 512, "rir_geometry_dim": 10,
+                    "freq_mask": 16, "time_mask": 8})  # fmt: skip
+
+
+def test_rir_branch_loss_falls_and_resumes_exactly(data, tmp_path):
+    cfg = TrainConfig(steps=14, batch_size=8, lr=3e-3, warmup=2, checkpoint_every=7,
+                      log_every=100, eta=(1.0, 1.0))  # fmt: skip
+    tr = load_split(data, "train", rir_length=512)
+    assert tr["rir"].shape == (8, 2, 512) and tr["geometry"].shape == (8, 10)
+    torch.manual_seed(0)
+    mcfg = SageConfig(**{**GEO.to_dict(), "num_classes": len(tr["vocab"])})
+    before = evaluate(SageEncoder(mcfg), tr, cfg)
+    full, m = train(data, tmp_path / "a", model_config=GEO, config=cfg, log=None)
+    assert m["train"]["geo_loss"] < 0.8 * before["geo_loss"]
+    assert m["train"]["loss"] < 0.8 * before["loss"]
+    assert "geo_loss" in m["test"]
+    train(data, tmp_path / "b", model_config=GEO, config=cfg, until=7, log=None)
+    resumed, _ = train(data, tmp_path / "b", model_config=GEO, config=cfg, resume=True, log=None)
+    sd = resumed.state_dict()
+    assert any(k.startswith("rir_decoder.") for k in sd)
+    for k, v in full.state_dict().items():
+        torch.testing.assert_close(sd[k], v, msg=k)
+
+
+def test_paper_loss_weights_are_the_defaults():
+    cfg = TrainConfig()
+    assert cfg.alpha == (1.0, 1.0, 2.0) and cfg.eta == (1.0, 0.01)
+    assert cfg.geo_lambda == 0.1
+
+
+def test_soft_targets_wrap_around_the_circle():
+    from agl_fast.spatial.train import soft_cross_entropy, soft_targets
+
+    t = soft_targets(torch.tensor([0, 180]), 360, 10.0, circular=True)
+    torch.testing.assert_close(t.sum(1), torch.ones(2))
+    assert t[0, 359] == t[0, 1] and t[0, 10] == t[0, 350] and int(t[0].argmax()) == 0
+    torch.testing.assert_close(t[1], torch.roll(t[0], 180))
+    line = soft_targets(torch.tensor([0]), 21, 1.0)
+    assert line[0, 20] < 1e-40 and line[0, 1] > line[0, 2]
+    hard = soft_targets(torch.tensor([3]), 21, 0.0)
+    assert hard.sum() == 1 and hard[0, 3] == 1
+    logits = torch.randn(4, 21)
+    y = torch.tensor([0, 5, 9, 20])
+    torch.testing.assert_close(
+        soft_cross_entropy(logits, soft_targets(y, 21, 0.0)), F.cross_entropy(logits, y)
+    )

@@ -4,6 +4,10 @@
 dataset (:mod:`agl_fast.spatial.dataset`); ``agl-fast spatial train --data
 DIR --out RUN`` trains SAGE on it (:mod:`agl_fast.spatial.train`).
 
+``agl-fast spatial experiment --minutes 15`` simulates rooms, trains a
+small SAGE on remixed sources and reports its errors on held-out rooms
+(:mod:`agl_fast.spatial.experiment`).
+
 ``agl-fast spatial infer AUDIO... --model sage.onnx`` prints one JSON line
 per file: azimuth and elevation (degrees), distance (m), the most probable
 events, the execution provider, and (``--embeddings DIR``) writes the
@@ -46,6 +50,11 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--seconds", type=float, default=10.0)
     sim.add_argument("--receiver", choices=("auto", "hrtf", "two_mic"), default="auto")
     sim.add_argument("--workers", type=int, default=1, help="worker processes")
+    sim.add_argument("--format", choices=("npz", "parquet"), default="npz",
+                     help="one .npz per scene, or Parquet shards")  # fmt: skip
+    sim.add_argument("--shard-size", type=int, default=256, help="scenes per Parquet shard")
+    sim.add_argument("--through-door", type=float, default=0.0,
+                     help="probability of a source in an adjoining room (door)")  # fmt: skip
     sim.set_defaults(run=run_simulate)
     tr = ssub.add_parser("train", help="train SAGE on a simulated dataset (torch extra)")
     tr.add_argument("--data", type=Path, required=True, help="a spatial simulate output")
@@ -59,11 +68,50 @@ def add_parser(sub: Any) -> None:
     tr.add_argument("--heads", type=int, default=3)
     tr.add_argument("--target-frame", type=int, default=1024)
     tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--rir-length", type=int, default=0,
+                    help="RIR branch: BRIR samples predicted (L_geo; 0: off)")  # fmt: skip
+    tr.add_argument("--rir-geometry", action="store_true",
+                    help="feed the RIR branch the room/listener geometry vector")  # fmt: skip
+    tr.add_argument("--eta", type=float, nargs=2, default=None, metavar=("ETA1", "ETA2"),
+                    help="weights of L_binaural and L_geo (default 1 0.01)")  # fmt: skip
+    tr.add_argument("--geo-lambda", type=float, default=None, help="EDC weight in L_geo (0.1)")
+    tr.add_argument("--sigma-azimuth", type=float, default=0.0,
+                    help="circular Gaussian azimuth targets, degrees (0: one-hot)")  # fmt: skip
+    tr.add_argument("--freq-mask", type=int, default=0, help="SpecAugment band width")
+    tr.add_argument("--time-mask", type=int, default=0, help="SpecAugment frame width")
+    tr.add_argument("--token-mask", type=float, default=0.0, help="share of tokens dropped")
     tr.add_argument("--checkpoint-every", type=int, default=100)
     tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     tr.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     tr.add_argument("--export", type=Path, help="also write the trained model as ONNX here")
     tr.set_defaults(run=run_train)
+    ex = ssub.add_parser(
+        "experiment",
+        help="simulate, train and evaluate a small SAGE on held-out rooms within a time budget",
+    )
+    ex.add_argument("--out", type=Path, default=Path("runs/experiment"))
+    ex.add_argument("--minutes", type=float, default=15.0, help="wall-clock budget")
+    ex.add_argument("--recordings", nargs="*", type=Path, default=[],
+                    help="long recordings to cut dry source segments from")  # fmt: skip
+    ex.add_argument("--train-rooms", type=int, default=800)
+    ex.add_argument("--test-rooms", type=int, default=100)
+    ex.add_argument("--positions", type=int, default=8, help="source positions per room")
+    ex.add_argument("--clip-seconds", type=float, default=1.0)
+    ex.add_argument("--batch-size", type=int, default=32)
+    ex.add_argument("--lr", type=float, default=1e-3)
+    ex.add_argument("--steps", type=int, default=None, help="fixed step count (else the budget)")
+    ex.add_argument("--target-frame", type=int, default=64)
+    ex.add_argument("--ipd-scale", type=float, default=31.25, help="factor on the IPD channels")
+    ex.add_argument("--sigma-azimuth", type=float, default=10.0, help="degrees (0: one-hot)")
+    ex.add_argument("--freq-mask", type=int, default=0, help="SpecAugment band width")
+    ex.add_argument("--time-mask", type=int, default=0, help="SpecAugment frame width")
+    ex.add_argument("--token-mask", type=float, default=0.0, help="share of tokens dropped")
+    ex.add_argument("--receiver", choices=("auto", "hrtf", "two_mic"), default="auto")
+    ex.add_argument("--workers", type=int, default=2, help="simulation processes")
+    ex.add_argument("--threads", type=int, default=1,
+                    help="torch threads (batches are made in a second thread)")  # fmt: skip
+    ex.add_argument("--seed", type=int, default=0)
+    ex.set_defaults(run=run_experiment)
 
 
 def _load(path: Path) -> tuple[np.ndarray, int]:
@@ -110,6 +158,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         seconds=args.seconds,
         receiver=args.receiver,
         workers=args.workers,
+        format=args.format,
+        shard_size=args.shard_size,
+        through_door=args.through_door,
     )
     n_test = sum(r["split"] == "test" for r in rows)
     receiver = rows[0]["receiver"] if rows else "-"
@@ -119,12 +170,28 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def run_train(args: argparse.Namespace) -> int:
     from ..torch.sage import SageConfig
+    from ..torch.sage_rir import GEOMETRY_DIM
     from .train import TrainConfig, train
 
     mcfg = SageConfig(
-        embed_dim=args.dim, depth=args.depth, num_heads=args.heads, target_frame=args.target_frame
+        embed_dim=args.dim,
+        depth=args.depth,
+        num_heads=args.heads,
+        target_frame=args.target_frame,
+        freq_mask=args.freq_mask,
+        time_mask=args.time_mask,
+        token_mask=args.token_mask,
+        rir_length=args.rir_length,
+        rir_geometry_dim=GEOMETRY_DIM if args.rir_geometry else 0,
     )
+    extra: dict[str, Any] = {}
+    if args.eta is not None:
+        extra["eta"] = tuple(args.eta)
+    if args.geo_lambda is not None:
+        extra["geo_lambda"] = args.geo_lambda
     cfg = TrainConfig(
+        **extra,
+        sigma_azimuth=args.sigma_azimuth,
         steps=args.steps,
         batch_size=args.batch_size,
         lr=args.lr,
@@ -142,4 +209,36 @@ def run_train(args: argparse.Namespace) -> int:
         frames = int(load_split(args.data, "train", None)["x"].shape[2])
         export_onnx(model, str(args.export), frames=frames)
     print(json.dumps(metrics))
+    return 0
+
+
+def run_experiment(args: argparse.Namespace) -> int:
+    import torch
+
+    from .experiment import ExperimentConfig, run_experiment
+
+    torch.set_num_threads(args.threads)
+    cfg = ExperimentConfig(
+        minutes=args.minutes,
+        train_rooms=args.train_rooms,
+        test_rooms=args.test_rooms,
+        positions=args.positions,
+        clip_seconds=args.clip_seconds,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        steps=args.steps,
+        target_frame=args.target_frame,
+        ipd_scale=args.ipd_scale,
+        sigma_azimuth=args.sigma_azimuth,
+        freq_mask=args.freq_mask,
+        time_mask=args.time_mask,
+        token_mask=args.token_mask,
+        receiver=args.receiver,
+        workers=args.workers,
+        seed=args.seed,
+        recordings=[str(p) for p in args.recordings],
+    )
+    metrics = run_experiment(cfg, args.out)
+    print(json.dumps({k: metrics[k] for k in ("steps", "seconds", "held_out_rooms",
+                                                 "training_rooms")}))  # fmt: skip
     return 0

@@ -3,7 +3,13 @@
 :func:`build_dataset` writes, under ``out``:
 
 * ``scenes/NNNNNN.npz``: ``audio`` ``[2, seconds * sr]`` float32 (the
-  spatialized mixture), ``brir_k`` ``[2, L]`` per source;
+  spatialized mixture), ``brir_k`` ``[2, L]`` per source (``format='npz'``,
+  the default); or, with ``format='parquet'``, ``shards/NNNNN.parquet``:
+  ``shard_size`` scenes per Parquet file, one row per scene with the columns
+  ``id`` (string), ``audio`` (list<float32>, the ``[2, n]`` mixture
+  row-major), ``brirs`` (list<list<float32>>, each ``[2, L]`` row-major)
+  and ``brir_length`` (list<int32>); :func:`load_scene` reads either layout
+  into the same arrays;
 * ``scenes.jsonl``: one row per scene: id, split, receiver, geometry,
   events, BAT labels and room acoustics per source;
 * ``qa.jsonl``: the BiDepth-style questions (:mod:`agl_fast.spatial.qa`).
@@ -29,7 +35,7 @@ import numpy as np
 from .qa import generate_qa
 from .simulate import simulate_scene, spatialize
 
-__all__ = ["SYNTHETIC_EVENTS", "build_dataset", "load_scene", "synthetic_event"]
+__all__ = ["SYNTHETIC_EVENTS", "build_dataset", "load_scene", "load_scenes", "synthetic_event"]
 
 SYNTHETIC_EVENTS = ("tone", "noise burst", "chirp", "click train")
 
@@ -77,12 +83,14 @@ def _scene_job(job: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
             events.append(kind)
             audio.append(synthetic_event(kind, rng, sr, seconds))
     scene = simulate_scene(
-        int(rng.integers(2**31)), n_sources=n_src, sr=sr, receiver=job["receiver"]
-    )
+        int(rng.integers(2**31)), n_sources=n_src, sr=sr, receiver=job["receiver"],
+        through_door=job["through_door"],
+    )  # fmt: skip
     mix = spatialize(audio, scene.brirs, sr=sr, seconds=seconds)
     sid = f"{i:06d}"
     arrays = {"audio": mix, **{f"brir_{k}": h for k, h in enumerate(scene.brirs)}}
-    np.savez(out / "scenes" / f"{sid}.npz", **arrays)  # type: ignore[arg-type]
+    if job["format"] == "npz":
+        np.savez(out / "scenes" / f"{sid}.npz", **arrays)  # type: ignore[arg-type]
     row = {
         "id": sid,
         "split": job["split"],
@@ -95,7 +103,31 @@ def _scene_job(job: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
         "geometry": asdict(scene.spec),
     }
     qa = generate_qa(sid, events, scene.labels, rng, split=job["split"])
+    if job["format"] != "npz":
+        row["_arrays"] = arrays
     return row, qa
+
+
+def _write_shard(path: Path, rows: list[dict[str, Any]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrays = [r.pop("_arrays") for r in rows]
+    brirs = [[a[f"brir_{k}"] for k in range(len(a) - 1)] for a in arrays]
+    f32 = pa.float32()
+    table = pa.table(
+        {
+            "id": pa.array([r["id"] for r in rows], pa.string()),
+            "audio": pa.array([a["audio"].ravel() for a in arrays], pa.list_(f32)),
+            "brirs": pa.array([[h.ravel() for h in hs] for hs in brirs], pa.list_(pa.list_(f32))),
+            "brir_length": pa.array(
+                [[h.shape[1] for h in hs] for hs in brirs], pa.list_(pa.int32())
+            ),
+        }
+    )
+    pq.write_table(table, path)
+    for r in rows:
+        r["shard"] = path.name
 
 
 def build_dataset(
@@ -110,13 +142,26 @@ def build_dataset(
     receiver: str = "auto",
     test_every: int = 5,
     workers: int = 1,
+    format: str = "npz",
+    shard_size: int = 256,
+    through_door: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Simulate ``n_scenes`` scenes into ``out`` (see the module docs).
 
-    Returns the ``scenes.jsonl`` rows.
+    ``format`` is ``'npz'`` (one file per scene) or ``'parquet'`` (shards of
+    ``shard_size`` scenes, written as the scenes arrive, so memory holds one
+    shard). ``through_door`` is the probability that a source stands in an
+    adjoining room, heard through a door
+    (:func:`agl_fast.spatial.simulate.sample_scene`). Returns the
+    ``scenes.jsonl`` rows (with ``shard``, the file
+    name, in Parquet datasets).
     """
+    if format not in ("npz", "parquet"):
+        raise ValueError(f"format must be 'npz' or 'parquet', got {format!r}")
+    if shard_size < 1:
+        raise ValueError(f"shard_size must be >= 1, got {shard_size}")
     out = Path(out)
-    (out / "scenes").mkdir(parents=True, exist_ok=True)
+    (out / ("scenes" if format == "npz" else "shards")).mkdir(parents=True, exist_ok=True)
     files = [str(p) for p in (sources or [])]
     test_files = files[::test_every] if len(files) >= 2 else files
     train_files = [f for f in files if f not in test_files] or files
@@ -134,14 +179,31 @@ def build_dataset(
                 "seconds": seconds,
                 "sr": sr,
                 "receiver": receiver,
+                "format": format,
+                "through_door": through_door,
             }
         )
+    results: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    pending: list[dict[str, Any]] = []
+
+    def collect(it: Any) -> None:
+        for row, qa in it:
+            results.append((row, qa))
+            if format == "parquet":
+                pending.append(row)
+                if len(pending) == shard_size:
+                    _write_shard(out / "shards" / f"{len(results) // shard_size - 1:05d}.parquet",
+                                 pending)  # fmt: skip
+                    pending.clear()
+
     if workers > 1:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            results = list(pool.map(_scene_job, jobs))
+            collect(pool.map(_scene_job, jobs))
     else:
-        results = [_scene_job(j) for j in jobs]
+        collect(_scene_job(j) for j in jobs)
+    if pending:
+        _write_shard(out / "shards" / f"{(len(results) - 1) // shard_size:05d}.parquet", pending)
     with open(out / "scenes.jsonl", "w") as f:
         for row, _ in results:
             f.write(json.dumps(row) + "\n")
@@ -153,6 +215,55 @@ def build_dataset(
 
 
 def load_scene(root: str | Path, scene_id: str) -> dict[str, np.ndarray]:
-    """The arrays of one scene (``audio``, ``brir_0``, ...)."""
-    with np.load(Path(root) / "scenes" / f"{scene_id}.npz") as z:
-        return {k: z[k] for k in z.files}
+    """The arrays of one scene (``audio``, ``brir_0``, ...), from either layout."""
+    return load_scenes(root, [scene_id])[0]
+
+
+def _shard_rows(root: Path) -> dict[str, str]:
+    rows = [json.loads(x) for x in (root / "scenes.jsonl").read_text().splitlines()]
+    return {r["id"]: r["shard"] for r in rows if "shard" in r}
+
+
+def load_scenes(root: str | Path, scene_ids: list[str]) -> list[dict[str, np.ndarray]]:
+    """The arrays of several scenes, in order; each Parquet shard is read once.
+
+    Returns
+    -------
+    list of dict
+        ``audio`` ``[2, n]`` float32 and ``brir_k`` ``[2, L_k]`` float32 per
+        source, as stored in ``scenes/NNNNNN.npz``.
+    """
+    root = Path(root)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    shards: dict[str, list[str]] = {}
+    where = _shard_rows(root) if (root / "shards").is_dir() else {}
+    for sid in scene_ids:
+        if sid in where:
+            shards.setdefault(where[sid], []).append(sid)
+        elif (root / "scenes" / f"{sid}.npz").is_file():
+            with np.load(root / "scenes" / f"{sid}.npz") as z:
+                out[sid] = {k: z[k] for k in z.files}
+    if shards:
+        import pyarrow.parquet as pq
+
+        for name, ids in shards.items():
+            table = pq.read_table(root / "shards" / name)
+            audio = table.column("audio").combine_chunks()
+            a_off, a_val = audio.offsets.to_numpy(), audio.values.to_numpy()
+            brirs = table.column("brirs").combine_chunks()
+            b_off, inner = brirs.offsets.to_numpy(), brirs.values
+            i_off, i_val = inner.offsets.to_numpy(), inner.values.to_numpy()
+            lengths = table.column("brir_length").combine_chunks().values.to_numpy()
+            wanted = set(ids)
+            for i, sid in enumerate(table.column("id").to_pylist()):
+                if sid not in wanted:
+                    continue
+                arrays = {"audio": a_val[a_off[i] : a_off[i + 1]].reshape(2, -1).copy()}
+                for k in range(b_off[i], b_off[i + 1]):
+                    h = i_val[i_off[k] : i_off[k + 1]]
+                    arrays[f"brir_{k - b_off[i]}"] = h.reshape(2, int(lengths[k])).copy()
+                out[sid] = arrays
+    missing = [sid for sid in scene_ids if sid not in out]
+    if missing:
+        raise KeyError(f"scenes not found in {root}: {missing[:5]}")
+    return [out[sid] for sid in scene_ids]

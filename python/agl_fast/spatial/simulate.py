@@ -50,6 +50,7 @@ from ..room import fftconvolve, room_parameters
 
 __all__ = [
     "DEFAULT_SOFA",
+    "Door",
     "Hrtf",
     "Scene",
     "SceneSpec",
@@ -180,8 +181,57 @@ def bat_labels(listener: Any, yaw_deg: float, source: Any) -> dict[str, Any]:
 
 
 @dataclass
+class Door:
+    """An opening in a side wall through which a source outside the room is heard.
+
+    A ``pyroomacoustics`` shoebox is one closed box: it cannot hold two
+    connected rooms or a wall with a hole. A source in an adjoining room is
+    therefore rendered as two paths (:func:`simulate_brir`):
+
+    * through the opening: the door re-radiates what reaches it, as a
+      secondary source just inside the room (5 cm from the wall) simulated
+      in the room like any other, delayed by the source-to-door travel time
+      and scaled so that the bent direct path spreads as ``1 / (d1 + d2)``
+      (``d1`` source to door, ``d2`` door to listener) times
+      ``diffraction_gain`` (0.5: the -6 dB of an edge at the shadow
+      boundary); the adjoining room's own reverberation is not modelled;
+    * through the wall: the free-field direct sound from the true source
+      direction, ``transmission_loss_db`` below ``1 / d`` (no reflections).
+
+    A closed door (``open=False``) keeps only the path through the wall.
+
+    Attributes
+    ----------
+    wall : {'east', 'west', 'north', 'south'}
+        The wall at ``x = L_x``, ``x = 0``, ``y = L_y`` or ``y = 0``.
+    centre : tuple of float
+        Centre of the opening on the wall plane (m).
+    width, height : float
+        Size of the opening (m); its bottom is on the floor.
+    transmission_loss_db : float
+        Broadband loss of the wall around the door (dB).
+    diffraction_gain : float
+        Amplitude factor of the path through the opening.
+    open : bool
+    """
+
+    wall: str
+    centre: tuple[float, float, float]
+    width: float = 0.9
+    height: float = 2.0
+    transmission_loss_db: float = 35.0
+    diffraction_gain: float = 0.5
+    open: bool = True
+
+
+@dataclass
 class SceneSpec:
-    """Geometry and materials of one scene (metres, degrees)."""
+    """Geometry and materials of one scene (metres, degrees).
+
+    ``doors`` holds, per source, the :class:`Door` it is heard through when
+    it stands in an adjoining room (``None`` for a source in the room); an
+    empty list means every source is in the room.
+    """
 
     room_dim: tuple[float, float, float]
     absorption: tuple[float, ...]  # east, west, north, south, floor, ceiling
@@ -189,6 +239,11 @@ class SceneSpec:
     listener: tuple[float, float, float]
     yaw_deg: float
     sources: list[tuple[float, float, float]]
+    doors: list[Door | None] = field(default_factory=list)
+
+    def door(self, k: int) -> Door | None:
+        """The door source ``k`` is heard through, if any."""
+        return self.doors[k] if k < len(self.doors) else None
 
 
 @dataclass
@@ -255,6 +310,46 @@ def _head_shadow(h: np.ndarray, cos_theta: float, sr: int) -> np.ndarray:
     return np.asarray(lfilter(b, a, h))
 
 
+_WALL_NORMALS = {"east": (0, 1.0), "west": (0, -1.0), "north": (1, 1.0), "south": (1, -1.0)}
+
+
+def _door_point(spec: SceneSpec, door: Door, inset: float) -> np.ndarray:
+    """The door centre moved ``inset`` metres into the room."""
+    axis, sign = _WALL_NORMALS[door.wall]
+    p = np.asarray(door.centre, dtype=np.float64).copy()
+    p[axis] -= sign * inset
+    return p
+
+
+def _free_field(
+    spec: SceneSpec, source: np.ndarray, mode: str, hrtf: Hrtf | None, sr: int
+) -> np.ndarray:
+    """Binaural free-field direct sound ``[2, L]`` of a point source (1 / d)."""
+    frame = _head_frame(spec.yaw_deg)
+    centre = np.asarray(spec.listener, dtype=np.float64)
+    v = frame @ (source - centre)
+    if mode == "hrtf" and hrtf is not None:
+        d = float(np.linalg.norm(v))
+        delay = round(d / SPEED_OF_SOUND * sr) + _FDL2
+        out = np.zeros((2, delay + hrtf.irs.shape[-1]))
+        out[:, delay:] = hrtf.nearest(v[None])[0] / d
+        return out
+    ears = [centre + frame[1] * EAR_SPACING / 2, centre - frame[1] * EAR_SPACING / 2]
+    dists = [float(np.linalg.norm(source - e)) for e in ears]
+    out = np.zeros((2, round(max(dists) / SPEED_OF_SOUND * sr) + _FDL2 + 1))
+    for e, d in enumerate(dists):
+        out[e, round(d / SPEED_OF_SOUND * sr) + _FDL2] = 1.0 / d
+    u = v / np.linalg.norm(v)
+    return np.stack([_head_shadow(out[0], u[1], sr), _head_shadow(out[1], -u[1], sr)])
+
+
+def _add(a: np.ndarray, b: np.ndarray, shift: int = 0) -> np.ndarray:
+    out = np.zeros((2, max(a.shape[1], shift + b.shape[1])))
+    out[:, : a.shape[1]] += a
+    out[:, shift : shift + b.shape[1]] += b
+    return out
+
+
 def simulate_brir(
     spec: SceneSpec,
     source: Any,
@@ -265,12 +360,19 @@ def simulate_brir(
     max_order: int = 3,
     ray_tracing: bool = True,
     rt_seed: int | None = None,
+    door: Door | None = None,
 ) -> tuple[np.ndarray, str]:
     """Binaural room impulse response ``[2, L]`` (float32) and the receiver used.
 
     ``rt_seed`` seeds the ray tracer (``pyroomacoustics.random.seed``, a
-    global of that library) for a repeatable tail.
+    global of that library) for a repeatable tail. With ``door``, the source
+    stands outside the room and is heard through that door and through the
+    wall (see :class:`Door`).
     """
+    if door is not None:
+        return _through_door(spec, source, door, sr=sr, receiver=receiver, hrtf=hrtf,
+                             max_order=max_order, ray_tracing=ray_tracing,
+                             rt_seed=rt_seed)  # fmt: skip
     if receiver not in ("auto", "hrtf", "two_mic"):
         raise ParameterError(f"receiver must be 'auto', 'hrtf' or 'two_mic', got {receiver!r}")
     if receiver != "two_mic" and hrtf is None:
@@ -317,8 +419,60 @@ def simulate_brir(
     return out.astype(np.float32), mode
 
 
+def _through_door(
+    spec: SceneSpec, source: Any, door: Door, *, sr: int, receiver: str, hrtf: Hrtf | None,
+    max_order: int, ray_tracing: bool, rt_seed: int | None,
+) -> tuple[np.ndarray, str]:  # fmt: skip
+    src = np.asarray(source, dtype=np.float64)
+    inside = _door_point(spec, door, 0.05)
+    centre = np.asarray(spec.listener, dtype=np.float64)
+    if receiver != "two_mic" and hrtf is None:
+        path = find_sofa()
+        hrtf = load_sofa(path, sr) if path is not None else None
+    mode = "hrtf" if receiver != "two_mic" and hrtf is not None else "two_mic"
+    wall = _free_field(spec, src, mode, hrtf, sr) * 10 ** (-door.transmission_loss_db / 20)
+    if not door.open:
+        return wall.astype(np.float32), mode
+    h_door, mode = simulate_brir(
+        spec, inside, sr=sr, receiver=mode, hrtf=hrtf, max_order=max_order,
+        ray_tracing=ray_tracing, rt_seed=rt_seed,
+    )  # fmt: skip
+    d1 = float(np.linalg.norm(src - np.asarray(door.centre)))
+    d2 = float(np.linalg.norm(inside - centre))
+    gain = door.diffraction_gain * d2 / (d1 + d2)
+    shift = round(d1 / SPEED_OF_SOUND * sr)
+    return _add(wall, gain * np.asarray(h_door, np.float64), shift).astype(np.float32), mode
+
+
+def _sample_door(
+    rng: np.random.Generator, dim: tuple[float, float, float], listener: np.ndarray,
+    max_distance: float,
+) -> tuple[Door, tuple[float, float, float]] | None:  # fmt: skip
+    """A door in a random side wall and a source 0.5-4 m behind that wall
+    (within 2 m sideways of the door, 1-1.8 m high), or ``None`` if the
+    source would be farther than ``max_distance``."""
+    wall = str(rng.choice(list(_WALL_NORMALS)))
+    axis, sign = _WALL_NORMALS[wall]
+    along = 1 - axis
+    width, height = 0.9, min(2.0, dim[2] - 0.1)
+    c = [0.0, 0.0, height / 2]
+    c[axis] = dim[axis] if sign > 0 else 0.0
+    c[along] = float(rng.uniform(0.6, dim[along] - 0.6))
+    src = [0.0, 0.0, float(rng.uniform(1.0, min(1.8, dim[2] - 0.2)))]
+    src[axis] = c[axis] + sign * float(rng.uniform(0.5, 4.0))
+    src[along] = c[along] + float(rng.uniform(-2.0, 2.0))
+    if np.linalg.norm(np.asarray(src) - listener) > max_distance:
+        return None
+    door = Door(wall, (c[0], c[1], c[2]), width, height, float(rng.uniform(30.0, 45.0)))
+    return door, (src[0], src[1], src[2])
+
+
 def sample_scene(
-    rng: np.random.Generator, *, n_sources: int = 1, max_distance: float = 10.0
+    rng: np.random.Generator,
+    *,
+    n_sources: int = 1,
+    max_distance: float = 10.0,
+    through_door: float = 0.0,
 ) -> SceneSpec:
     """Draw a room, a listener and sources.
 
@@ -328,6 +482,10 @@ def sample_scene(
     uniform, elevation normal around the horizontal (sd 12 degrees, within
     +-60), distance log-normal with its mode at 1.8 m (within 0.3 m and
     ``max_distance``), redrawn until inside the room (0.2 m from the walls).
+    With probability ``through_door`` a source is instead placed in an
+    adjoining room behind a side wall with a door (:class:`Door`), 0.5-4 m
+    behind the wall; no random number is drawn for doors when
+    ``through_door`` is 0, so such scenes are unchanged.
     """
     dim = (rng.uniform(3, 12), rng.uniform(3, 12), rng.uniform(2.5, 4.0))
     absorption = tuple(float(a) for a in rng.uniform(0.02, 0.6, size=6))
@@ -341,7 +499,18 @@ def sample_scene(
     sigma = 0.5
     mu = math.log(1.8) + sigma**2
     sources: list[tuple[float, float, float]] = []
+    doors: list[Door | None] = []
     while len(sources) < n_sources:
+        if through_door > 0 and rng.random() < through_door:
+            for _ in range(100):
+                placed = _sample_door(rng, dim, np.array(listener), max_distance)
+                if placed is not None:
+                    doors.append(placed[0])
+                    sources.append(placed[1])
+                    break
+            if placed is not None:
+                continue
+        doors.append(None)
         for _ in range(1000):
             az = math.radians(rng.uniform(0, 360))
             el = math.radians(float(np.clip(rng.normal(0, 12), -60, 60)))
@@ -361,6 +530,7 @@ def sample_scene(
         tuple(float(x) for x in listener),  # type: ignore[arg-type]
         yaw,
         sources,
+        doors if any(d is not None for d in doors) else [],
     )
 
 
@@ -383,13 +553,22 @@ def simulate_scene(
     hrtf: Hrtf | None = None,
     max_order: int = 3,
     rt_seed: int | None = None,
+    through_door: float = 0.0,
 ) -> Scene:
     """Simulate every source of a scene (drawn from a seed if an int is given;
-    that seed also seeds the ray tracer unless ``rt_seed`` is given)."""
+    that seed also seeds the ray tracer unless ``rt_seed`` is given).
+
+    Labels carry ``through_door`` (bool); for sources behind a door also
+    ``path_m`` (source to door to listener, m) and ``door_azimuth`` (BAT
+    azimuth of the opening, where the sound seems to come from); the
+    direction and distance labels are those of the true source position.
+    """
     if rt_seed is None and isinstance(spec_or_seed, int):
         rt_seed = spec_or_seed
     spec = (
-        sample_scene(np.random.default_rng(spec_or_seed), n_sources=n_sources)
+        sample_scene(
+            np.random.default_rng(spec_or_seed), n_sources=n_sources, through_door=through_door
+        )
         if isinstance(spec_or_seed, int)
         else spec_or_seed
     )
@@ -406,9 +585,18 @@ def simulate_scene(
             hrtf=hrtf,
             max_order=max_order,
             rt_seed=None if rt_seed is None else rt_seed + 7919 * k,
+            door=spec.door(k),
         )
         brirs.append(h)
-        labels.append(bat_labels(spec.listener, spec.yaw_deg, src))
+        lab = bat_labels(spec.listener, spec.yaw_deg, src)
+        door = spec.door(k)
+        lab["through_door"] = door is not None
+        if door is not None:
+            lab["door_open"] = door.open
+            d1 = float(np.linalg.norm(np.subtract(src, door.centre)))
+            lab["path_m"] = d1 + float(np.linalg.norm(np.subtract(door.centre, spec.listener)))
+            lab["door_azimuth"] = bat_labels(spec.listener, spec.yaw_deg, door.centre)["azimuth"]
+        labels.append(lab)
         acoustics.append(_acoustics(h, sr))
     return Scene(spec, brirs, sr, mode, labels, acoustics)
 

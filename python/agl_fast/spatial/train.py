@@ -2,10 +2,16 @@
 
 Features are the Rust ``bat`` features of each scene's mixture, computed
 once. Targets: the events of the scene (multi-hot over the dataset's event
-names) and the direction and distance class of its first source. Loss:
-``L = alpha1 * BCE(events) + alpha2 * CE(distance) + alpha3 * (CE(azimuth) +
-CE(elevation))``. AdamW with a linear warm-up and cosine decay; mixed
-precision (bfloat16 autocast) on CUDA. Batches are drawn from ``(seed,
+names) and the direction and distance class of its first source. Loss (OWL,
+appendix C): ``L = eta1 * L_binaural + eta2 * L_geo`` with ``L_binaural =
+alpha1 * BCE(events) + alpha2 * CE(distance) + alpha3 * (CE(azimuth) +
+CE(elevation))`` and, when the model has the RIR branch
+(``SageConfig.rir_length > 0``), ``L_geo = |R - R_hat|_1 + lambda * L_EDC``
+on the first source's BRIR (:func:`agl_fast.torch.sage_rir.geo_loss`).
+Defaults are the paper's: ``alpha = (1, 1, 2)``, ``eta = (1, 0.01)``; it
+gives no ``lambda``, 0.1 is used. Azimuth targets may be circular Gaussians
+(``sigma_azimuth`` degrees) instead of one-hot. AdamW with a linear warm-up
+and cosine decay; mixed precision (bfloat16 autocast) on CUDA. Batches are drawn from ``(seed,
 step)`` alone, so a run resumed from a checkpoint continues exactly as an
 uninterrupted one.
 """
@@ -25,10 +31,11 @@ from torch.nn import functional as F
 
 from ..presets import bat
 from ..torch.sage import SageConfig, SageEncoder
-from .dataset import load_scene
+from ..torch.sage_rir import ETA, GEO_LAMBDA, geo_loss, geometry_vector
+from .dataset import load_scenes
 from .metrics import angular_error
 
-__all__ = ["TrainConfig", "evaluate", "load_split", "train"]
+__all__ = ["TrainConfig", "evaluate", "load_split", "soft_cross_entropy", "soft_targets", "train"]
 
 
 @dataclass
@@ -38,29 +45,38 @@ class TrainConfig:
     lr: float = 2.5e-4
     weight_decay: float = 0.05
     warmup: int = 50
-    alpha: tuple[float, float, float] = (1.0, 1.0, 1.0)  # events, distance, direction
+    alpha: tuple[float, float, float] = (1.0, 1.0, 2.0)  # events, distance, direction
+    eta: tuple[float, float] = ETA  # binaural, geometric
+    geo_lambda: float = GEO_LAMBDA
+    sigma_azimuth: float = 0.0
     seed: int = 0
     checkpoint_every: int = 100
     log_every: int = 10
 
 
-def load_split(root: str | Path, split: str, vocab: list[str] | None = None) -> dict[str, Any]:
+def load_split(
+    root: str | Path, split: str, vocab: list[str] | None = None, *, rir_length: int = 0
+) -> dict[str, Any]:
     """Features and targets of one split: ``x`` ``[n, 4, frames, 128]`` and
-    ``events`` (multi-hot), ``distance``, ``azimuth``, ``elevation``."""
+    ``events`` (multi-hot), ``distance``, ``azimuth``, ``elevation``; with
+    ``rir_length > 0`` also ``rir`` ``[n, 2, rir_length]`` (the first
+    source's BRIR, cut or zero-padded) and ``geometry`` ``[n, 10]``
+    (:func:`agl_fast.torch.sage_rir.geometry_vector`)."""
     root = Path(root)
     rows = [json.loads(x) for x in (root / "scenes.jsonl").read_text().splitlines()]
     rows = [r for r in rows if r["split"] == split]
     if not rows:
         raise ValueError(f"no {split!r} scenes in {root}")
     vocab = vocab or sorted({e for r in rows for e in r["events"]})
-    audio = np.stack([load_scene(root, r["id"])["audio"] for r in rows])
+    scenes = load_scenes(root, [r["id"] for r in rows])
+    audio = np.stack([z["audio"] for z in scenes])
     events = np.zeros((len(rows), len(vocab)), dtype=np.float32)
     for i, r in enumerate(rows):
         for e in r["events"]:
             if e in vocab:
                 events[i, vocab.index(e)] = 1.0
     lab = [r["labels"][0] for r in rows]
-    return {
+    out = {
         "x": torch.from_numpy(np.asarray(bat(audio))),
         "events": torch.from_numpy(events),
         "distance": torch.tensor([d["distance_class"] for d in lab]),
@@ -68,16 +84,73 @@ def load_split(root: str | Path, split: str, vocab: list[str] | None = None) -> 
         "elevation": torch.tensor([d["elevation"] for d in lab]),
         "vocab": vocab,
     }
+    if rir_length > 0:
+        rir = np.zeros((len(rows), 2, rir_length), dtype=np.float32)
+        for i, z in enumerate(scenes):
+            h = z["brir_0"][:, :rir_length]
+            rir[i, :, : h.shape[1]] = h
+        out["rir"] = torch.from_numpy(rir)
+        geo = [geometry_vector(r["geometry"]) for r in rows]
+        out["geometry"] = torch.tensor(geo, dtype=torch.float32)
+    return out
 
 
-def _loss(model: SageEncoder, d: dict[str, Any], idx: torch.Tensor, alpha: Any) -> torch.Tensor:
-    ev, dis, az, el, _ = model(d["x"][idx])
-    return (
+def soft_targets(
+    index: torch.Tensor, n_classes: int, sigma: float, *, circular: bool = False
+) -> torch.Tensor:
+    """Gaussian target distributions over ordered classes.
+
+    Parameters
+    ----------
+    index : torch.Tensor [shape=(batch,), dtype=int64]
+        True class of each example.
+    n_classes : int
+        Number of classes (one degree or one distance step each).
+    sigma : float >= 0
+        Standard deviation in classes; 0 gives one-hot targets.
+    circular : bool
+        Measure the class distance around a circle (azimuth).
+
+    Returns
+    -------
+    torch.Tensor [shape=(batch, n_classes), dtype=float32]
+        Rows summing to 1.
+    """
+    k = torch.arange(n_classes, device=index.device)
+    diff = (k[None] - index[:, None]).abs()
+    if circular:
+        diff = torch.minimum(diff, n_classes - diff)
+    if sigma <= 0:
+        return (diff == 0).float()
+    w = torch.exp(-0.5 * (diff.float() / sigma) ** 2)
+    return w / w.sum(dim=1, keepdim=True)
+
+
+def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy ``-sum(target * log_softmax(logits))`` over the batch."""
+    return -(target * torch.log_softmax(logits.float(), dim=-1)).sum(-1).mean()
+
+
+def _losses(
+    model: SageEncoder, d: dict[str, Any], idx: torch.Tensor, cfg: TrainConfig
+) -> dict[str, torch.Tensor]:
+    tokens = model.encode(d["x"][idx])
+    ev, dis, az, el, _ = model.heads(tokens)
+    alpha = cfg.alpha
+    az_target = soft_targets(d["azimuth"][idx], 360, cfg.sigma_azimuth, circular=True)
+    binaural = (
         alpha[0] * F.binary_cross_entropy_with_logits(ev.float(), d["events"][idx])
         + alpha[1] * F.cross_entropy(dis.float(), d["distance"][idx])
-        + alpha[2] * (F.cross_entropy(az.float(), d["azimuth"][idx])
+        + alpha[2] * (soft_cross_entropy(az, az_target)
                       + F.cross_entropy(el.float(), d["elevation"][idx]))
     )  # fmt: skip
+    out = {"binaural": binaural, "loss": cfg.eta[0] * binaural}
+    if model.rir_decoder is not None and "rir" in d:
+        geometry = d["geometry"][idx] if model.config.rir_geometry_dim > 0 else None
+        pred = model.predict_rir(tokens, geometry)
+        out["geo"] = geo_loss(pred, d["rir"][idx], lam=cfg.geo_lambda)
+        out["loss"] = out["loss"] + cfg.eta[1] * out["geo"]
+    return out
 
 
 def _lr(step: int, cfg: TrainConfig) -> float:
@@ -88,18 +161,24 @@ def _lr(step: int, cfg: TrainConfig) -> float:
 
 
 @torch.no_grad()
-def evaluate(model: SageEncoder, d: dict[str, Any], alpha: Any = (1, 1, 1)) -> dict[str, float]:
-    """Loss, mean azimuth/direction error (degrees) and distance error rate."""
+def evaluate(
+    model: SageEncoder, d: dict[str, Any], config: TrainConfig | None = None
+) -> dict[str, float]:
+    """Loss (and its binaural and geometric parts), mean azimuth/direction
+    error (degrees) and distance error rate."""
     model.eval()
-    loss = float(_loss(model, d, torch.arange(len(d["x"])), alpha))
+    parts = _losses(model, d, torch.arange(len(d["x"])), config or TrainConfig())
+    loss = float(parts["loss"])
     _, dis, az, el, _ = model(d["x"])
     az_p, el_p = az.argmax(1).numpy(), el.argmax(1).numpy()
     az_t, el_t = d["azimuth"].numpy(), d["elevation"].numpy()
     err = angular_error(az_p, el_p, az_t, el_t)
     az_err = np.abs((az_p - az_t + 180) % 360 - 180)
     d_err = np.abs(dis.argmax(1).numpy() - d["distance"].numpy()) * 0.5
+    extra = {f"{k}_loss": float(v) for k, v in parts.items() if k != "loss"}
     return {
         "loss": loss,
+        **extra,
         "azimuth_error_deg": float(np.mean(az_err)),
         "direction_error_deg": float(np.mean(err)),
         "distance_error_rate": float(np.mean(d_err > 0.5)),
@@ -128,8 +207,8 @@ def train(
     ckpt_path = out / "checkpoint.pt"
     state = torch.load(ckpt_path, map_location="cpu") if resume and ckpt_path.exists() else None
     vocab = state["vocab"] if state else None
-    tr = load_split(data, "train", vocab)
     cfg_dict = dict(state["model_config"]) if state else model_config.to_dict()
+    tr = load_split(data, "train", vocab, rir_length=int(cfg_dict.get("rir_length", 0)))
     cfg_dict["num_classes"] = len(tr["vocab"])
     mcfg = SageConfig(**cfg_dict)
     torch.manual_seed(config.seed)
@@ -159,8 +238,11 @@ def train(
         idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g).to(dev)
         for group in opt.param_groups:
             group["lr"] = _lr(step, config)
+        # Masks (SpecAugment, token dropping) draw from torch's global
+        # generator: seeded per step so that a resumed run is exact.
+        torch.manual_seed(config.seed * 1_000_003 + step + 1)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
-            loss = _loss(model, d, idx, config.alpha)
+            loss = _losses(model, d, idx, config)["loss"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
@@ -171,9 +253,10 @@ def train(
         if step % config.checkpoint_every == 0 or step == last:
             save()
     model = model.cpu()
-    metrics: dict[str, Any] = {"step": step, "train": evaluate(model, tr, config.alpha)}
+    metrics: dict[str, Any] = {"step": step, "train": evaluate(model, tr, config)}
     try:
-        metrics["test"] = evaluate(model, load_split(data, "test", tr["vocab"]), config.alpha)
+        te = load_split(data, "test", tr["vocab"], rir_length=mcfg.rir_length)
+        metrics["test"] = evaluate(model, te, config)
     except ValueError:
         pass
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))

@@ -24,6 +24,14 @@ weights, ``spectrogram_extractor.*`` and ``logmel_extractor.*``, are not
 needed here: the features come from the Rust front end).
 Where ``frames > target_frame`` the resize shrinks the input (the reference
 model accepts at most 1024 frames; 10 s at 32 kHz gives 1001).
+
+Training-only options of :class:`SageConfig` add no parameter (SpecAugment
+masks, token dropping, ``ipd_scale``); ``rir_length > 0`` adds the
+RIR-prediction branch ``rir_decoder`` (:mod:`agl_fast.torch.sage_rir`),
+whose parameters all live under that prefix and which ``forward`` (the
+inference and ONNX path) does not run: :meth:`SageEncoder.encode` gives the
+tokens, :meth:`SageEncoder.heads` the outputs, :meth:`SageEncoder.predict_rir`
+the binaural RIR.
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..exceptions import ParameterError
+from .sage_rir import RirDecoder
+
 __all__ = [
     "SageConfig",
     "SageEncoder",
@@ -45,11 +56,13 @@ __all__ = [
 ]
 
 _SKIP_PREFIXES = ("spectrogram_extractor.", "logmel_extractor.")
+_BRANCH_PREFIX = "rir_decoder."
 
 
 @dataclass
 class SageConfig:
-    """Size of the encoder (defaults: ViT-B/16, as released)."""
+    """Size of the encoder (defaults: ViT-B/16, as released) and its
+    training-time masking (SpecAugment-style feature masks, token dropping)."""
 
     embed_dim: int = 768
     depth: int = 12
@@ -59,6 +72,26 @@ class SageConfig:
     n_mels: int = 128
     target_frame: int = 1024
     patch: int = 16
+    # Training-only augmentation (off by default; no parameters, so released
+    # checkpoints load either way): ``n_masks`` frequency masks of up to
+    # ``freq_mask`` mel bands and ``n_masks`` time masks of up to
+    # ``time_mask`` input frames, and a share ``token_mask`` of the patch
+    # tokens dropped.
+    freq_mask: int = 0
+    time_mask: int = 0
+    n_masks: int = 2
+    token_mask: float = 0.0
+    # The RIR-prediction branch (``rir_decoder``, :mod:`agl_fast.torch.sage_rir`):
+    # built when ``rir_length > 0``, fed a geometry vector of
+    # ``rir_geometry_dim`` numbers when that is > 0.
+    rir_length: int = 0
+    rir_geometry_dim: int = 0
+    # Factor on the two IPD channels. The Slaney-normalised mel weights of a
+    # band sum to n_fft / sr (1 / 31.25 at 32 kHz), so ``mel @ cos(IPD)`` is
+    # about 30 times smaller than the batch-normalised log-mels; 31.25 makes
+    # each band the weighted mean of cos / sin IPD, in [-1, 1]. The released
+    # checkpoints were trained with 1 (the default).
+    ipd_scale: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,6 +234,9 @@ class SageEncoder(nn.Module):
         self.azimuth_head = nn.Linear(d, 360)
         self.elevation_head = nn.Linear(d, 180)
         self._init_weights()
+        self.rir_decoder: RirDecoder | None = None
+        if cfg.rir_length > 0:
+            self.rir_decoder = RirDecoder(d, cfg.rir_length, geometry_dim=cfg.rir_geometry_dim)
 
     def _init_weights(self) -> None:
         nn.init.normal_(self.cls_tokens, std=0.02)
@@ -224,13 +260,36 @@ class SageEncoder(nn.Module):
             self._resize_cache[n] = torch.from_numpy(w.astype(np.float32))
         return torch.matmul(self._resize_cache[n].to(x.device, x.dtype), x)
 
+    def _spec_mask(self, x: torch.Tensor) -> torch.Tensor:
+        # SpecAugment on the normalised features [batch, 4, frames, mels]: the
+        # same bands and frames zeroed in all four channels of an example.
+        cfg = self.config
+        b, _, t, f = x.shape
+        keep = torch.ones(b, 1, t, f, dtype=torch.bool, device=x.device)
+        for width, n, axis in ((cfg.freq_mask, f, 3), (cfg.time_mask, t, 2)):
+            if width <= 0:
+                continue
+            pos = torch.arange(n, device=x.device)
+            for _ in range(cfg.n_masks):
+                w = torch.randint(0, min(width, n) + 1, (b,), device=x.device)
+                start = (torch.rand(b, device=x.device) * (n - w + 1)).long()
+                hit = (pos[None] >= start[:, None]) & (pos[None] < (start + w)[:, None])
+                shape = (b, 1, 1, n) if axis == 3 else (b, 1, n, 1)
+                keep &= ~hit.view(shape)
+        return x * keep.to(x.dtype)
+
+    def _drop_tokens(self, x: torch.Tensor) -> torch.Tensor:
+        # Keep a random subset of the patch tokens (same count per example).
+        b, n, d = x.shape
+        k = max(1, round(n * (1.0 - self.config.token_mask)))
+        order = torch.rand(b, n, device=x.device).argsort(dim=1)[:, :k]
+        return torch.gather(x, 1, order[..., None].expand(b, k, d))
+
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        x = torch.cat([self.bn(features[:, :2]), features[:, 2:]], dim=1)
-        x = self._resize_time(x)
-        x = self.patch_embed(self.conv_downsample(x)) + self.pos_embed[:, 1:]
-        x = torch.cat([self.cls_tokens.expand(x.shape[0], -1, -1), x], dim=1)
-        for blk in self.blocks:
-            x = blk(x)
+        return self.heads(self.encode(features))
+
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The five outputs of :meth:`forward` from the tokens of :meth:`encode`."""
         dis = self.dis_norm(x[:, 0])
         doa = self.doa_norm(x[:, 1])
         cls = self.fc_norm(x[:, 2])
@@ -242,10 +301,47 @@ class SageEncoder(nn.Module):
             torch.stack([dis, doa, cls], dim=1),
         )
 
+    def encode(self, features: torch.Tensor) -> torch.Tensor:
+        """Output tokens of the last block, ``[batch, 3 + patches, embed_dim]``
+        (the three class tokens first), before the head norms. In training
+        mode the configured masks are applied (fewer patch tokens when
+        ``token_mask > 0``)."""
+        cfg = self.config
+        ipd = features[:, 2:] if cfg.ipd_scale == 1.0 else features[:, 2:] * cfg.ipd_scale
+        x = torch.cat([self.bn(features[:, :2]), ipd], dim=1)
+        if self.training and (cfg.freq_mask > 0 or cfg.time_mask > 0):
+            x = self._spec_mask(x)
+        x = self._resize_time(x)
+        x = self.patch_embed(self.conv_downsample(x)) + self.pos_embed[:, 1:]
+        if self.training and cfg.token_mask > 0:
+            x = self._drop_tokens(x)
+        x = torch.cat([self.cls_tokens.expand(x.shape[0], -1, -1), x], dim=1)
+        for blk in self.blocks:
+            x = blk(x)
+        return x
+
+    def predict_rir(self, x: torch.Tensor, geometry: torch.Tensor | None = None) -> torch.Tensor:
+        """Binaural RIRs ``[batch, 2, rir_length]`` from the tokens of
+        :meth:`encode` (and the geometry vectors ``[batch, rir_geometry_dim]``
+        when the branch takes them)."""
+        if self.rir_decoder is None:
+            raise ParameterError("this model has no RIR branch: build it with rir_length > 0")
+        return self.rir_decoder(x, geometry)
+
 
 def load_checkpoint(model: SageEncoder, state: dict[str, Any], *, strict: bool = True) -> None:
     """Load a Spatial-AST / SAGE state dict (``{'model': ...}`` wrappers and
-    ``module.`` prefixes accepted; the in-model STFT/mel weights are dropped)."""
+    ``module.`` prefixes accepted; the in-model STFT/mel weights are dropped).
+
+    ``strict=True`` requires every encoder and head entry to be present and
+    no unknown entry, with one exception: the RIR branch (``rir_decoder.*``)
+    may be absent from the state (a released encoder checkpoint loaded into
+    a model built with the branch), and then keeps its initialisation; a
+    branch in the state is loaded when the model has one and is an unknown
+    entry otherwise. ``strict=False`` ignores missing and unknown entries.
+    Shapes must match either way. Mismatches raise ``RuntimeError`` as
+    ``load_state_dict`` does.
+    """
     if "model" in state and isinstance(state["model"], dict):
         state = state["model"]
     clean = {}
@@ -253,7 +349,14 @@ def load_checkpoint(model: SageEncoder, state: dict[str, Any], *, strict: bool =
         k = k.removeprefix("module.")
         if not k.startswith(_SKIP_PREFIXES):
             clean[k] = v
-    model.load_state_dict(clean, strict=strict)
+    result = model.load_state_dict(clean, strict=False)
+    if strict:
+        missing = [k for k in result.missing_keys if not k.startswith(_BRANCH_PREFIX)]
+        if missing or result.unexpected_keys:
+            raise RuntimeError(
+                f"state does not match the model (as load_state_dict): missing {missing}, "
+                f"unexpected {list(result.unexpected_keys)}"
+            )
 
 
 def n_parameters(model: nn.Module) -> int:

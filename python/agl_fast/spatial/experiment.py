@@ -1,0 +1,384 @@
+"""A CPU-sized localisation experiment: a small SAGE on held-out rooms.
+
+``agl-fast spatial experiment --minutes 15 --out runs/experiment`` runs, in
+one process and within the wall-clock budget:
+
+1. **BRIR pools.** ``train_rooms`` and ``test_rooms`` shoebox rooms
+   (:func:`agl_fast.spatial.simulate.sample_scene`, one seed per room, the
+   two sets disjoint), ``positions`` source positions per room, a BRIR for
+   each (image sources to ``max_order``, no ray-traced tail, so that
+   thousands of BRIRs take a couple of minutes; worker processes).
+2. **On-the-fly remixing.** Every training step draws ``batch_size``
+   (BRIR, dry source) pairs afresh: a training-room BRIR and a clip from the
+   train part of :class:`agl_fast.spatial.sources.SourceBank` (synthetic
+   events, ``espeak-ng`` speech, segments of user recordings), scaled to
+   -14 dBFS, rendered with :func:`agl_fast.room.fftconvolve` and turned into
+   :func:`agl_fast.bat` features. No source is seen twice, so direction has
+   to be read from the BRIR rather than remembered from the source.
+3. **Targets.** Circular Gaussian azimuth targets (``sigma_azimuth``
+   degrees), Gaussian elevation and distance targets, multi-hot source kind;
+   the loss is that of :mod:`agl_fast.spatial.train` with soft targets.
+4. **Schedule.** AdamW, linear warm-up, then cosine decay over the *time*
+   left for training (or over ``steps`` when given): the run stops when the
+   budget minus the time kept for evaluation is spent.
+5. **Evaluation.** Fixed clips, one per BRIR of the held-out rooms, with the
+   test part of the source bank (sentences, voices and recording segments
+   never used in training); the same number of clips from training rooms
+   (fresh training-part sources) for comparison. Figures: mean azimuth
+   error, mean great-circle direction error, ER20, the lateral error (front
+   and back folded together), the front-back confusion rate (prediction and
+   truth on opposite sides of the interaural axis), distance error rate.
+
+``metrics.json``, ``log.txt`` and ``checkpoint.pt`` go to ``out``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import queue
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ExperimentConfig", "brir_pool", "run_experiment"]
+
+_HRTF: dict[int, Any] = {}
+
+
+@dataclass
+class ExperimentConfig:
+    """Settings of :func:`run_experiment` (sizes, times in minutes/seconds)."""
+
+    minutes: float = 15.0
+    train_rooms: int = 800
+    test_rooms: int = 100
+    positions: int = 8
+    clip_seconds: float = 1.0
+    max_order: int = 3
+    receiver: str = "auto"
+    embed_dim: int = 192
+    depth: int = 4
+    num_heads: int = 3
+    target_frame: int = 64
+    ipd_scale: float = 31.25
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup: int = 100
+    weight_decay: float = 0.05
+    steps: int | None = None
+    sigma_azimuth: float = 10.0
+    sigma_elevation: float = 5.0
+    sigma_distance: float = 1.0
+    freq_mask: int = 0
+    time_mask: int = 0
+    token_mask: float = 0.0
+    eval_seconds: float = 45.0
+    seed: int = 0
+    workers: int = 2
+    recordings: list[str] = field(default_factory=list)
+    speech: bool = True
+
+
+def _room_job(job: dict[str, Any]) -> list[tuple[np.ndarray, dict[str, Any]]]:
+    from .simulate import bat_labels, find_sofa, load_sofa, sample_scene, simulate_brir
+
+    sr = job["sr"]
+    if job["receiver"] != "two_mic" and sr not in _HRTF:
+        path = find_sofa()
+        _HRTF[sr] = load_sofa(path, sr) if path is not None else None
+    hrtf = _HRTF.get(sr)
+    rng = np.random.default_rng(job["seed"])
+    spec = sample_scene(rng, n_sources=job["positions"])
+    out = []
+    for src in spec.sources:
+        h, mode = simulate_brir(
+            spec, src, sr=sr, receiver=job["receiver"], hrtf=hrtf,
+            max_order=job["max_order"], ray_tracing=False,
+        )  # fmt: skip
+        lab = bat_labels(spec.listener, spec.yaw_deg, src)
+        out.append((h, {**lab, "room": job["seed"], "receiver": mode}))
+    return out
+
+
+def brir_pool(
+    seeds: list[int],
+    *,
+    positions: int,
+    sr: int = 32000,
+    max_order: int = 3,
+    receiver: str = "auto",
+    workers: int = 1,
+) -> tuple[list[np.ndarray], list[dict[str, Any]]]:
+    """BRIRs of ``positions`` sources in each room drawn from ``seeds``.
+
+    Returns
+    -------
+    brirs : list of np.ndarray [shape=(2, L_i), dtype=float32]
+    labels : list of dict
+        BAT labels (:func:`agl_fast.spatial.simulate.bat_labels`) plus the
+        room seed and the receiver used.
+    """
+    jobs = [
+        {"seed": s, "positions": positions, "sr": sr, "max_order": max_order,
+         "receiver": receiver}
+        for s in seeds
+    ]  # fmt: skip
+    if workers > 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            rooms = list(pool.map(_room_job, jobs, chunksize=4))
+    else:
+        rooms = [_room_job(j) for j in jobs]
+    pairs = [p for r in rooms for p in r]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _render(
+    brirs: list[np.ndarray], idx: np.ndarray, bank: Any, rng: np.random.Generator, split: str
+) -> tuple[np.ndarray, list[str]]:
+    from ..room import fftconvolve
+    from .simulate import _normalize
+
+    dry, kinds = [], []
+    for _ in idx:
+        y, kind = bank.draw(rng, split)
+        dry.append(_normalize(y, -14.0).astype(np.float32))
+        kinds.append(kind)
+    wet = fftconvolve(dry, [brirs[int(i)] for i in idx], mode="truncate")
+    return np.stack(wet).astype(np.float32), kinds
+
+
+def _batch(
+    brirs: list[np.ndarray],
+    labels: list[dict[str, Any]],
+    idx: np.ndarray,
+    bank: Any,
+    rng: np.random.Generator,
+    split: str,
+) -> dict[str, Any]:
+    import torch
+
+    from ..presets import bat
+
+    audio, kinds = _render(brirs, idx, bank, rng, split)
+    events = np.zeros((len(idx), len(bank.kinds)), dtype=np.float32)
+    for i, k in enumerate(kinds):
+        events[i, bank.kinds.index(k)] = 1.0
+    lab = [labels[int(i)] for i in idx]
+    return {
+        "x": torch.from_numpy(np.asarray(bat(audio))),
+        "events": torch.from_numpy(events),
+        "distance": torch.tensor([d["distance_class"] for d in lab]),
+        "azimuth": torch.tensor([d["azimuth"] for d in lab]),
+        "elevation": torch.tensor([d["elevation"] for d in lab]),
+    }
+
+
+def _loss(model: Any, b: dict[str, Any], cfg: ExperimentConfig) -> Any:
+    from torch.nn import functional as F
+
+    from .train import soft_cross_entropy, soft_targets
+
+    ev, dis, az, el, _ = model(b["x"])
+    return (
+        F.binary_cross_entropy_with_logits(ev.float(), b["events"])
+        + soft_cross_entropy(dis, soft_targets(b["distance"], 21, cfg.sigma_distance))
+        + soft_cross_entropy(az, soft_targets(b["azimuth"], 360, cfg.sigma_azimuth, circular=True))
+        + soft_cross_entropy(el, soft_targets(b["elevation"], 180, cfg.sigma_elevation))
+    )
+
+
+def _lateral(az: np.ndarray) -> np.ndarray:
+    # Angle from the median plane (BAT azimuth: 0 right, 90 ahead): front
+    # and back directions with the same lateral angle coincide.
+    return np.degrees(np.arcsin(np.clip(np.cos(np.radians(az)), -1.0, 1.0)))
+
+
+def _evaluate(model: Any, sets: list[dict[str, Any]]) -> dict[str, float]:
+    import torch
+
+    from .metrics import angular_error
+
+    model.eval()
+    az_p, el_p, d_p, az_t, el_t, d_t = [], [], [], [], [], []
+    with torch.no_grad():
+        for b in sets:
+            _, dis, az, el, _ = model(b["x"])
+            az_p.append(az.argmax(1).numpy())
+            el_p.append(el.argmax(1).numpy())
+            d_p.append(dis.argmax(1).numpy())
+            az_t.append(b["azimuth"].numpy())
+            el_t.append(b["elevation"].numpy())
+            d_t.append(b["distance"].numpy())
+    ap, ep, dp = np.concatenate(az_p), np.concatenate(el_p), np.concatenate(d_p)
+    at, et, dt = np.concatenate(az_t), np.concatenate(el_t), np.concatenate(d_t)
+    err = angular_error(ap, ep, at, et)
+    az_err = np.abs((ap - at + 180) % 360 - 180)
+    return {
+        "clips": int(ap.size),
+        "azimuth_error_deg": float(np.mean(az_err)),
+        "direction_error_deg": float(np.mean(err)),
+        "er20": float(np.mean(err > 20)),
+        "lateral_error_deg": float(np.mean(np.abs(_lateral(ap) - _lateral(at)))),
+        # Predicted and true directions on opposite sides of the interaural axis.
+        "front_back_confusion": float(np.mean(np.sin(np.radians(ap)) * np.sin(np.radians(at)) < 0)),
+        "distance_error_rate": float(np.mean(np.abs(dp - dt) * 0.5 > 0.5)),
+    }
+
+
+def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) -> dict[str, Any]:
+    """Simulate, train and evaluate within ``cfg.minutes`` (see the module docs).
+
+    Returns
+    -------
+    dict
+        The contents of ``metrics.json``: settings, counts, steps, times and
+        the figures on held-out and training rooms.
+    """
+    import torch
+
+    from ..torch.sage import SageConfig, SageEncoder, n_parameters
+    from .sources import SourceBank
+
+    t_start = time.perf_counter()
+    deadline = t_start + 60.0 * cfg.minutes
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = open(out / "log.txt", "w")
+
+    def say(msg: str) -> None:
+        line = f"[{time.perf_counter() - t_start:7.1f} s] {msg}"
+        log_file.write(line + "\n")
+        log_file.flush()
+        if log is not None:
+            log(line)
+
+    sr = 32000
+    bank = SourceBank(cfg.clip_seconds, sr=sr, recordings=cfg.recordings, speech=cfg.speech)
+    say(f"sources: {', '.join(bank.kinds)}")
+    base = 1_000_003 * (cfg.seed + 1)
+    train_seeds = [base + i for i in range(cfg.train_rooms)]
+    test_seeds = [base + cfg.train_rooms + i for i in range(cfg.test_rooms)]
+    tr_h, tr_l = brir_pool(
+        train_seeds, positions=cfg.positions, sr=sr, max_order=cfg.max_order,
+        receiver=cfg.receiver, workers=cfg.workers,
+    )  # fmt: skip
+    te_h, te_l = brir_pool(
+        test_seeds, positions=cfg.positions, sr=sr, max_order=cfg.max_order,
+        receiver=cfg.receiver, workers=cfg.workers,
+    )  # fmt: skip
+    t_sim = time.perf_counter() - t_start
+    say(f"BRIRs: {len(tr_h)} train, {len(te_h)} test ({tr_l[0]['receiver']}), {t_sim:.0f} s")
+
+    eval_rng = np.random.default_rng(cfg.seed + 17)
+    n_eval = len(te_h)
+    chunks = [np.arange(i, min(i + 64, n_eval)) for i in range(0, n_eval, 64)]
+    test_sets = [_batch(te_h, te_l, c, bank, eval_rng, "test") for c in chunks]
+    tr_eval = eval_rng.choice(len(tr_h), size=min(n_eval, len(tr_h)), replace=False)
+    train_sets = [
+        _batch(tr_h, tr_l, tr_eval[i : i + 64], bank, eval_rng, "train")
+        for i in range(0, tr_eval.size, 64)
+    ]
+    say(f"evaluation clips: {n_eval} held-out, {tr_eval.size} training rooms")
+
+    torch.manual_seed(cfg.seed)
+    mcfg = SageConfig(
+        embed_dim=cfg.embed_dim, depth=cfg.depth, num_heads=cfg.num_heads,
+        num_classes=len(bank.kinds), target_frame=cfg.target_frame,
+        freq_mask=cfg.freq_mask, time_mask=cfg.time_mask, token_mask=cfg.token_mask,
+        ipd_scale=cfg.ipd_scale,
+    )  # fmt: skip
+    model = SageEncoder(mcfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    say(f"SAGE {cfg.depth} x {cfg.embed_dim}: {n_parameters(model) / 1e6:.2f} M parameters")
+
+    def save(step: int) -> None:
+        state = {"model": model.state_dict(), "model_config": mcfg.to_dict(),
+                 "kinds": list(bank.kinds), "step": step}  # fmt: skip
+        torch.save(state, out / "checkpoint.pt")
+
+    # Batches are made in a background thread (the Rust kernels release the
+    # GIL) while the model steps; one producer keeps their order fixed.
+    rng = np.random.default_rng(cfg.seed)
+    ready: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=3)
+    stop = threading.Event()
+
+    def produce() -> None:
+        while not stop.is_set():
+            idx = rng.integers(0, len(tr_h), cfg.batch_size)
+            b = _batch(tr_h, tr_l, idx, bank, rng, "train")
+            while not stop.is_set():
+                try:
+                    ready.put(b, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    t_train0 = time.perf_counter()
+    train_end = deadline - cfg.eval_seconds
+    step, losses = 0, []
+    while True:
+        now = time.perf_counter()
+        if cfg.steps is not None:
+            if step >= cfg.steps:
+                break
+            frac = step / cfg.steps
+        else:
+            if now >= train_end:
+                break
+            frac = (now - t_train0) / max(1e-9, train_end - t_train0)
+        lr = cfg.lr * min(1.0, (step + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * frac))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        b = ready.get()
+        model.train()
+        loss = _loss(model, b, cfg)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+        losses.append(float(loss.detach()))
+        step += 1
+        if step % 50 == 0:
+            say(f"step {step} loss {np.mean(losses[-50:]):.3f} lr {lr:.2e}")
+        if step % 500 == 0:
+            save(step)
+    stop.set()
+    producer.join()
+    t_train = time.perf_counter() - t_train0
+    say(f"trained {step} steps in {t_train:.0f} s")
+    save(step)
+    held_out = _evaluate(model, test_sets)
+    train_rooms = _evaluate(model, train_sets)
+    settings = asdict(cfg)
+    settings["recordings"] = [Path(p).name for p in cfg.recordings]
+    metrics = {
+        "settings": settings,
+        "sources": list(bank.kinds),
+        "receiver": tr_l[0]["receiver"],
+        "brirs": {"train": len(tr_h), "test": len(te_h)},
+        "steps": step,
+        "clips_seen": step * cfg.batch_size,
+        "seconds": {
+            "simulation": round(t_sim, 1),
+            "training": round(t_train, 1),
+            "total": round(time.perf_counter() - t_start, 1),
+        },
+        "final_train_loss": float(np.mean(losses[-50:])) if losses else math.nan,
+        "held_out_rooms": held_out,
+        "training_rooms": train_rooms,
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    say(f"held-out rooms: {json.dumps(held_out)}")
+    say(f"training rooms: {json.dumps(train_rooms)}")
+    log_file.close()
+    return metrics
