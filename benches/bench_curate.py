@@ -6,7 +6,10 @@ level metrics, agl-fast vs librosa, same files, same run.
   ``agl_fast.quality`` when that module is present, else only the ``levels``
   stage (peak / RMS / clipped share, numpy), which the table says.
 * librosa: ``librosa.load(sr=32000, mono=False, res_type='soxr_hq')`` then the
-  same peak / RMS / clipped-share reductions in numpy, one process per worker.
+  same peak / RMS / clipped-share reductions in numpy and, when agl-fast runs
+  its quality filters, the same four filters on the channel mean with
+  numpy, ``scipy.signal.welch``, ``librosa.stft`` and scikit-maad (as
+  ``benches/bench_quality.py`` computes them), one process per worker.
 
 The corpus is the two real AGL1K recordings (``../shared/agl1k``) linked
 repeatedly to about 2 hours of audio (``--quick``: about 9 minutes).
@@ -25,6 +28,7 @@ import resource
 import sys
 import tempfile
 import time
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -79,28 +83,34 @@ def run_agl(paths: list[str], workers: int) -> tuple[float, float]:
     return time.perf_counter() - t0, _cpu(resource.RUSAGE_SELF) - c0
 
 
-def _librosa_one(path: str) -> tuple[float, float, float]:
+def _librosa_one(path: str, quality: bool = True) -> tuple[float, ...]:
     import librosa
 
     y, _ = librosa.load(path, sr=32000, mono=False, res_type="soxr_hq")
     a = np.abs(y)
-    return (
+    levels = (
         float(a.max()),
         float(np.sqrt(np.mean(y.astype(np.float64) ** 2))),
         float(np.mean(a >= CLIP)),
     )
+    if not quality:
+        return levels
+    from bench_quality import reference_clip_metrics
+
+    m = reference_clip_metrics(np.ascontiguousarray(y.mean(axis=0)), 32000)
+    return levels + tuple(m.values())
 
 
-def run_librosa(paths: list[str], workers: int) -> tuple[float, float]:
+def run_librosa(paths: list[str], workers: int, quality: bool) -> tuple[float, float]:
     """Wall and CPU seconds (this process and its workers) of the librosa path."""
     c0 = _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     if workers == 1:
         for p in paths:
-            _librosa_one(p)
+            _librosa_one(p, quality)
     else:
         with get_context("spawn").Pool(workers) as pool:
-            pool.map(_librosa_one, paths, chunksize=1)
+            pool.map(partial(_librosa_one, quality=quality), paths, chunksize=1)
             pool.close()
             pool.join()
     wall = time.perf_counter() - t0
@@ -117,12 +127,13 @@ def main() -> int:
     metrics = "quality filters" if importlib.util.find_spec("agl_fast.quality") else "levels only"
     with tempfile.TemporaryDirectory() as d:
         paths, total = corpus(Path(d), target)
-        _librosa_one(paths[0])  # import and warm up outside the timing
+        quality = metrics == "quality filters"
+        _librosa_one(paths[0], quality)  # import and warm up outside the timing
         agl_fast.load_many(paths[:1])
         rows, cpu_rows = [], []
         for w in (1, 2):
             ta, ca = run_agl(paths, w)
-            tl, cl = run_librosa(paths, w)
+            tl, cl = run_librosa(paths, w, quality)
             rows.append((w, total / ta / w, total / tl / w, tl / ta))
             cpu_rows.append((w, total / ca, total / cl, cl / ca))
     print(

@@ -66,7 +66,9 @@ def make_clips(total_s: float, seed: int = 0) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def reference_clip_metrics(x: np.ndarray) -> dict[str, float]:
+def reference_clip_metrics(x: np.ndarray, sr: float = SR) -> dict[str, float]:
+    """The clip metrics of :func:`agl_fast.quality.quality_metrics` computed
+    with numpy, ``scipy.signal.welch``, ``librosa.stft`` and scikit-maad."""
     import librosa
     import scipy.signal
     from maad.features import acoustic_complexity_index
@@ -76,7 +78,7 @@ def reference_clip_metrics(x: np.ndarray) -> dict[str, float]:
     peak = np.abs(x).max()
     clip = float(np.mean(np.abs(x) == peak)) if peak > 0 else 0.0
     full = float(np.mean(np.abs(x) >= 0.999))
-    _, p = scipy.signal.welch(x64, SR, nperseg=1024)
+    _, p = scipy.signal.welch(x64, sr, nperseg=1024)
     p = np.maximum(p, 1e-10)
     flat = float(np.exp(np.mean(np.log(p))) / np.mean(p))
     amp = np.abs(librosa.stft(x, n_fft=512, hop_length=256, center=False)).astype(np.float64)
