@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,22 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import agl_fast
 import refimpl
-
-SR = 32000
+from _timing import best_time as _best_time
 
 
 def best_time(fn: Callable[[], object], repeat: int, threads: int = 1) -> float:
-    """Best of ``repeat`` runs after a warm-up. One-thread runs are timed in
-    process CPU seconds (what "per core" means, and robust to other load on
-    the machine); multi-thread runs in wall-clock seconds."""
-    clock = time.process_time if threads == 1 else time.perf_counter
-    fn()  # warm-up: plans, pools, caches
-    best = float("inf")
-    for _ in range(repeat):
-        t = clock()
-        fn()
-        best = min(best, clock() - t)
-    return best
+    """Best of ``repeat`` runs after an untimed warm-up (see ``_timing``)."""
+    return _best_time(fn, repeat, threads, warmup=True)
+
+
+SR = 32000
 
 
 def limit_threads(n: int) -> None:

@@ -28,10 +28,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 import warnings
 from collections.abc import Callable
-from typing import Any
 
 # One-thread references: keep BLAS/OpenMP pools at one thread.
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
@@ -39,20 +37,10 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_
 
 import numpy as np  # noqa: E402
 
+from _timing import best_time  # noqa: E402
+
 SR = 16000
 CLIP_S = 10
-
-
-def _best(fn: Callable[[], Any], repeat: int, threads: int = 1) -> float:
-    """Best of ``repeat`` runs: process CPU seconds for one-thread runs (so
-    other jobs on the machine do not count), wall seconds otherwise."""
-    clock = time.process_time if threads == 1 else time.perf_counter
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = clock()
-        fn()
-        best = min(best, clock() - t0)
-    return best
 
 
 def make_clips(total_s: float, seed: int = 0) -> np.ndarray:
@@ -133,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name, gated, ref, ours in cases:
-            t_ref = _best(ref, repeat)
-            t1 = _best(lambda ours=ours: ours(1), repeat)
-            tn = _best(lambda ours=ours: ours(args.threads), repeat, args.threads)
+            t_ref = best_time(ref, repeat)
+            t1 = best_time(lambda ours=ours: ours(1), repeat)
+            tn = best_time(lambda ours=ours: ours(args.threads), repeat, args.threads)
             ratio = t_ref / t1
             if gated:
                 worst = min(worst, ratio)

@@ -33,10 +33,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 import warnings
 from collections.abc import Callable
-from typing import Any
 
 # One-thread references: keep BLAS/OpenMP pools at one thread.
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
@@ -44,19 +42,9 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_
 
 import numpy as np  # noqa: E402
 
+from _timing import best_time  # noqa: E402
+
 SR = 16000
-
-
-def _time(fn: Callable[[], Any], repeat: int = 1, threads: int = 1) -> float:
-    """Best of ``repeat`` runs: process CPU seconds for one-thread runs (so
-    other jobs on the machine do not count), wall seconds otherwise."""
-    clock = time.process_time if threads == 1 else time.perf_counter
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = clock()
-        fn()
-        best = min(best, clock() - t0)
-    return best
 
 
 def make_rirs(n: int, seed: int = 0) -> np.ndarray:
@@ -141,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name, unit, amount, gated, ref, mine in cases:
-            t_ref = _time(ref, repeat)
-            t1 = _time(lambda mine=mine: mine(1), repeat)
-            tn = _time(lambda mine=mine: mine(args.threads), repeat, args.threads)
+            t_ref = best_time(ref, repeat)
+            t1 = best_time(lambda mine=mine: mine(1), repeat)
+            tn = best_time(lambda mine=mine: mine(args.threads), repeat, args.threads)
             ratio = t_ref / t1
             if gated:
                 worst = min(worst, ratio)

@@ -70,6 +70,21 @@ pub fn vectorized<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Sum in f64 with four independent lanes (no chain of dependent adds, so
+/// it vectorises and runs at add throughput rather than latency).
+#[inline(always)]
+pub fn sum_f64<T: Copy + Into<f64>>(x: &[T]) -> f64 {
+    let mut s = [0.0f64; 4];
+    let mut it = x.chunks_exact(4);
+    for c in &mut it {
+        for l in 0..4 {
+            s[l] += c[l].into();
+        }
+    }
+    let rest: f64 = it.remainder().iter().map(|&v| v.into()).sum();
+    s.iter().sum::<f64>() + rest
+}
+
 /// `10 * log10(max(x, floor))` in place; `floor` must be positive.
 #[inline(always)]
 pub fn db10_floor_inplace(x: &mut [f32], floor: f32) {

@@ -20,6 +20,8 @@ pub mod quality;
 pub mod resample;
 pub mod room;
 pub mod stft;
+#[cfg(test)]
+mod testutil;
 pub mod window;
 
 pub use error::{AglError, Result};

@@ -187,19 +187,6 @@ impl WelchScratch {
     }
 }
 
-/// Sum in f64 with four independent lanes (no chain of dependent adds).
-#[inline(always)]
-fn sum_f64(x: &[f32]) -> f64 {
-    let mut s = [0.0f64; 4];
-    let mut it = x.chunks_exact(4);
-    for c in &mut it {
-        for l in 0..4 {
-            s[l] += c[l] as f64;
-        }
-    }
-    s.iter().sum::<f64>() + it.remainder().iter().map(|&v| v as f64).sum::<f64>()
-}
-
 #[inline(always)]
 fn detrend_window(out: &mut [f32], seg: &[f32], mean: f32, w: &[f32]) {
     for ((o, &v), &wv) in out.iter_mut().zip(seg).zip(w) {
@@ -243,17 +230,14 @@ pub fn welch_psd(
     let blocks: Vec<f64> = if n == 2 * step {
         x[..(n_seg + 1) * step]
             .chunks_exact(step)
-            .map(sum_f64)
+            .map(crate::fastmath::sum_f64)
             .collect()
     } else {
         Vec::new()
     };
     let mean = |k: usize| -> f32 {
         let sum = if blocks.is_empty() {
-            x[k * step..k * step + n]
-                .iter()
-                .map(|&v| v as f64)
-                .sum::<f64>()
+            crate::fastmath::sum_f64(&x[k * step..k * step + n])
         } else {
             blocks[k] + blocks[k + 1]
         };
@@ -646,18 +630,7 @@ pub fn spectral_flatness_frames(
 mod tests {
     use super::*;
     use crate::parallel::never;
-
-    fn noise(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 33) as f64 / (1u64 << 31) as f64 - 0.5) as f32
-            })
-            .collect()
-    }
+    use crate::testutil::noise;
 
     #[test]
     fn white_noise_is_flat_and_a_tone_is_not() {

@@ -636,6 +636,7 @@ pub fn resample(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::noise;
 
     fn sine(f: f64, sr: u32, n: usize) -> Vec<f32> {
         (0..n)
@@ -655,19 +656,6 @@ mod tests {
             let y = resample(&[&x], a, b, Quality::High).unwrap();
             assert_eq!(y[0].len() as u64, (n as u64 * b as u64).div_ceil(a as u64));
         }
-    }
-
-    /// Pseudo-random samples in [-0.5, 0.5) from a fixed-seed LCG.
-    fn noise(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect()
     }
 
     /// Output `k` straight from the definition, in f64: the phase

@@ -532,19 +532,6 @@ fn first_at_or_below(d: &[f64], t: f64) -> Option<usize> {
     None
 }
 
-/// Sum of `d` with four lanes.
-#[inline(always)]
-fn lane_sum(d: &[f64]) -> f64 {
-    let mut s = [0.0f64; 4];
-    let mut it = d.chunks_exact(4);
-    for c in &mut it {
-        for l in 0..4 {
-            s[l] += c[l];
-        }
-    }
-    s.iter().sum::<f64>() + it.remainder().iter().sum::<f64>()
-}
-
 /// Parameters of one curve.
 ///
 /// One pass finds the peak, a second the Schroeder sums from the onset (in
@@ -679,7 +666,7 @@ fn room_params_impl(
         }
     }
     status[7] = status[5];
-    values[8] = lane_sum(&d[1..]) / e0 / sr;
+    values[8] = crate::fastmath::sum_f64(&d[1..]) / e0 / sr;
     // DRR around the peak (the first largest sample of the usable range).
     let p = if pk - o < end {
         pk - o
@@ -806,21 +793,15 @@ pub fn edc_distance_batch(
 mod tests {
     use super::*;
     use crate::parallel::never;
+    use crate::testutil::Lcg;
 
     fn decay(t60: f64, sr: f64, secs: f64, noise_db: Option<f64>) -> Vec<f32> {
-        let mut s = 12345u64;
+        let mut g = Lcg(12345);
         let n = (secs * sr) as usize;
         let k = 3.0 * std::f64::consts::LN_10 / t60;
         (0..n)
             .map(|i| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let u = ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0;
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let v = ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0;
+                let (u, v) = (g.unit(), g.unit());
                 let x = u * (-k * i as f64 / sr).exp();
                 let nz = noise_db.map(|d| v * 10f64.powf(d / 20.0)).unwrap_or(0.0);
                 (x + nz) as f32
