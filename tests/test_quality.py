@@ -197,3 +197,26 @@ def test_bad_input() -> None:
         quality.acoustic_complexity_index(np.ones(4))
     with pytest.raises(ParameterError, match="non-negative"):
         quality.acoustic_complexity_index(-np.ones((2, 4)))
+
+
+def test_levels_match_numpy() -> None:
+    rng = np.random.default_rng(3)
+    clips = [
+        np.clip(1.2 * rng.standard_normal(5000), -1, 1).astype(np.float32),
+        (0.1 * rng.standard_normal((2, 3001))).astype(np.float32).reshape(-1),
+        np.zeros(0, np.float32),
+    ]
+    got = quality.levels(clips)
+    for i, x in enumerate(clips[:2]):
+        a = np.abs(x)
+        assert got["peak"][i] == a.max()
+        # float64 square sums on both sides, other summation order: 1e-12.
+        rms = np.sqrt(np.mean(x.astype(np.float64) ** 2))
+        assert got["rms"][i] == pytest.approx(rms, rel=1e-12)
+        assert got["clipped_fraction"][i] == np.mean(a >= 0.999)
+    assert got["clipped_fraction"][0] > 0.3
+    assert [got[k][2] for k in ("peak", "rms", "clipped_fraction")] == [0.0, 0.0, 0.0]
+    with pytest.raises(NonFiniteError):
+        quality.levels([np.array([0.1, np.nan], np.float32)])
+    with pytest.raises(ParameterError):
+        quality.levels(clips, threshold=0.0)

@@ -23,6 +23,7 @@ __all__ = [
     "haversine",
     "ipd",
     "kaldi_mel_filterbank",
+    "levels",
     "load",
     "load_many",
     "mel_filterbank",
@@ -224,6 +225,9 @@ def resample_array(
 ) -> npt.NDArray[np.float32]: ...
 
 # --- quality --------------------------------------------------------------
+def levels(
+    signals: Any, threshold: float = 0.999, n_threads: int | None = None
+) -> npt.NDArray[np.float64]: ...
 def quality_metrics(
     signals: Any,
     sr: float,

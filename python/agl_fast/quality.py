@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_THRESHOLDS",
     "METRICS",
     "acoustic_complexity_index",
+    "levels",
     "quality_filter",
     "quality_metrics",
     "rms",
@@ -71,6 +72,43 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "full_scale_ceiling": 1e-3,
     "complexity_floor": 100.0,
 }
+
+
+def levels(
+    y: Any,
+    *,
+    threshold: float = 0.999,
+    n_threads: int | None = None,
+    allow_copy: bool = True,
+) -> dict[str, np.ndarray]:
+    """Peak, RMS and clipped share of each clip, in one pass per clip.
+
+    Parameters
+    ----------
+    y : np.ndarray [shape=(n,) or (batch, n)], list of 1-D arrays, or Arrow list<float32>
+        Clips; a multichannel clip is given flattened (all its samples count
+        alike). Empty clips give zeros.
+    threshold : float > 0
+        Level counted as clipped (``|x| >= threshold``), in full-scale units.
+    n_threads : int or None
+        Worker threads.
+    allow_copy : bool
+        Allow copying a non-float32 or non-contiguous input.
+
+    Returns
+    -------
+    dict of str to np.ndarray [shape=(batch,), dtype=float64]
+        ``peak`` (max ``|x|``), ``rms`` (square sums in float64) and
+        ``clipped_fraction`` (share of samples at or above ``threshold``).
+
+    Raises
+    ------
+    NonFiniteError
+        A clip holds NaN or infinite samples.
+    """
+    prep = prepare_mono(y, allow_copy=allow_copy)
+    m = _native.levels(prep.native, float(threshold), n_threads=resolve_threads(n_threads))
+    return {name: m[:, k].copy() for k, name in enumerate(("peak", "rms", "clipped_fraction"))}
 
 
 def quality_metrics(

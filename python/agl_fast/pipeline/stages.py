@@ -115,28 +115,33 @@ def _db(x: np.ndarray) -> np.ndarray:
 
 
 def _levels(clips: Clips) -> Columns:
-    peak, rms, clip = [], [], []
-    for y in clips.audio:
-        if y.size == 0:
-            peak.append(0.0)
-            rms.append(0.0)
-            clip.append(0.0)
-            continue
-        # Reductions over the samples as they are: no full-size temporaries
-        # but the two masks, squares summed in float64.
-        flat = y.reshape(-1)
-        peak.append(max(float(flat.max()), -float(flat.min())))
-        rms.append(float(np.sqrt(np.einsum("i,i->", flat, flat, dtype=np.float64) / flat.size)))
-        n_clip = np.count_nonzero(flat >= CLIP_LEVEL) + np.count_nonzero(flat <= -CLIP_LEVEL)
-        clip.append(float(n_clip / flat.size))
+    # One native pass per clip over all its samples (the audio reaching the
+    # stages is finite: non-finite files are error rows at decoding).
+    from .. import _native
+
+    flat = [np.ascontiguousarray(y, dtype=np.float32).reshape(-1) for y in clips.audio]
+    m = _native.levels(flat, CLIP_LEVEL)
     return {
-        "peak_dbfs": pa.array(_db(np.asarray(peak)), pa.float64()),
-        "rms_dbfs": pa.array(_db(np.asarray(rms)), pa.float64()),
-        "clipped_fraction": pa.array(clip, pa.float64()),
+        "peak_dbfs": pa.array(_db(m[:, 0]), pa.float64()),
+        "rms_dbfs": pa.array(_db(m[:, 1]), pa.float64()),
+        "clipped_fraction": pa.array(m[:, 2], pa.float64()),
     }
 
 
 levels_stage: Stage = _FnStage("levels", _levels)
+
+
+def _downmix(y: np.ndarray) -> np.ndarray:
+    """The channel mean of ``[channels, n]`` audio (float32, contiguous)."""
+    if y.ndim == 1:
+        return y
+    if y.shape[0] == 2:
+        # What ``y.mean(axis=0)`` gives for two channels, without its
+        # reduction machinery: (a + b) / 2 in float32.
+        out = np.add(y[0], y[1])
+        out *= np.float32(0.5)
+        return out
+    return np.ascontiguousarray(y.mean(axis=0), dtype=np.float32)
 
 
 def quality_stage() -> Stage | None:
@@ -147,10 +152,7 @@ def quality_stage() -> Stage | None:
 
     def run(clips: Clips) -> Columns:
         # The AGL1K filters are defined on mono audio: the channel mean.
-        mono = [
-            np.ascontiguousarray(y.mean(axis=0), dtype=np.float32) if y.ndim == 2 else y
-            for y in clips.audio
-        ]
+        mono = [_downmix(y) for y in clips.audio]
         table = quality.quality_filter(mono, sr=clips.sr)
         rename = {"pass": "quality_pass", "passed": "quality_pass"}
         return {rename.get(n, n): table.column(n) for n in table.column_names}

@@ -482,6 +482,33 @@ fn clip_metrics_impl(
     }
 }
 
+/// Level summary of each item: `[peak |x|, RMS (f64 accumulation), share of
+/// samples with |x| >= threshold]`, one pass per item; zeros for an empty
+/// item. A multichannel clip is one item (all its samples).
+pub fn levels_batch(
+    items: &[&[f32]],
+    threshold: f32,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<Vec<[f64; 3]>> {
+    if !(threshold.is_finite() && threshold > 0.0) {
+        return Err(AglError::param("threshold", threshold, "must be > 0"));
+    }
+    check_items(items)?;
+    map_items(items.len(), n_threads, cancel, |i| {
+        let x = items[i];
+        if x.is_empty() {
+            return Ok([0.0; 3]);
+        }
+        let (sq, peak, full) = crate::fastmath::vectorized(
+            #[inline(always)]
+            || clip_stats(x, threshold),
+        );
+        let n = x.len() as f64;
+        Ok([peak as f64, (sq / n).sqrt(), full as f64 / n])
+    })
+}
+
 /// Clip-level metrics of every clip of a batch, in parallel over clips.
 pub fn quality_batch(
     items: &[&[f32]],
@@ -643,6 +670,16 @@ mod tests {
         assert!(m[0].flatness > 0.8, "{}", m[0].flatness);
         assert!(m[1].flatness < 0.01, "{}", m[1].flatness);
         assert!((m[1].rms - 0.5 / 2f64.sqrt()).abs() < 1e-4);
+    }
+
+    #[test]
+    fn levels_of_a_known_clip() {
+        let x = [0.5f32, -1.0, 0.25, 0.0];
+        let l = levels_batch(&[&x, &[]], 0.999, Some(1), never()).unwrap();
+        let rms = ((0.25 + 1.0 + 0.0625) / 4.0f64).sqrt();
+        assert_eq!(l[0], [1.0, rms, 0.25]);
+        assert_eq!(l[1], [0.0; 3]);
+        assert!(levels_batch(&[&[f32::NAN]], 0.999, Some(1), never()).is_err());
     }
 
     #[test]

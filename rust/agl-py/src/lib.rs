@@ -44,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(audio::load_many, m)?)?;
     m.add_function(wrap_pyfunction!(audio::resample_array, m)?)?;
     m.add_function(wrap_pyfunction!(quality::quality_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(quality::levels, m)?)?;
     m.add_function(wrap_pyfunction!(quality::rms, m)?)?;
     m.add_function(wrap_pyfunction!(quality::spectral_flatness, m)?)?;
     m.add_function(wrap_pyfunction!(quality::acoustic_complexity, m)?)?;

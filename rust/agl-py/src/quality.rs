@@ -3,7 +3,7 @@
 //! complexity sums of a given spectrogram.
 
 use agl_core::quality::{
-    complexity_of, quality_batch, rms_frames, spectral_flatness_frames, QualityParams,
+    complexity_of, levels_batch, quality_batch, rms_frames, spectral_flatness_frames, QualityParams,
 };
 use agl_core::stft::PadMode;
 use numpy::{
@@ -59,6 +59,24 @@ pub fn quality_metrics<'py>(
         })
         .collect();
     flat.into_pyarray(py).reshape([n, 6])
+}
+
+/// Level summary `[batch, 3]`: peak |x|, RMS, share of |x| >= threshold.
+#[pyfunction]
+#[pyo3(signature = (signals, threshold=0.999, n_threads=None))]
+pub fn levels<'py>(
+    py: Python<'py>,
+    signals: &Bound<'py, PyAny>,
+    threshold: f32,
+    n_threads: Option<usize>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let batch = MonoBatch::extract(signals)?;
+    let items = batch.slices()?;
+    let work = total_samples(&items, |x| x.len());
+    let m = gateway::run(py, work, |c| levels_batch(&items, threshold, n_threads, c))?;
+    let n = m.len();
+    let flat: Vec<f64> = m.into_iter().flatten().collect();
+    flat.into_pyarray(py).reshape([n, 3])
 }
 
 /// Frame-wise RMS; items `[1, frames]`.
