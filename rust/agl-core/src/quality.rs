@@ -27,9 +27,7 @@
 use crate::batch::{map_items, run_framewise, FrameOutput, Layout};
 use crate::error::{check_finite, AglError, Result};
 use crate::parallel::Cancel;
-use crate::stft::{
-    reflect_index, FftScratch, PadMode, PairFft, Source, StereoFft, StftParams, StftPlan,
-};
+use crate::stft::{reflect_index, FftScratch, PadMode, Source, StereoFft, StftParams, StftPlan};
 use crate::window::Window;
 use num_complex::Complex32;
 
@@ -406,21 +404,23 @@ impl ComplexitySums {
 }
 
 /// The paper's AC (power spectrogram) and scikit-maad's ACI (amplitude
-/// spectrogram) of one clip, accumulated frame by frame (frames two at a
-/// time through one complex FFT, see [`PairFft`]).
+/// spectrogram) of one clip, accumulated frame by frame. Each frame gets
+/// its own real FFT: both metrics sum frame-to-frame differences, and frames
+/// paired into one complex FFT would carry different round-off (a constant
+/// clip would no longer score 0, as librosa + scikit-maad give).
 #[inline(always)]
 fn streaming_complexity(
     x: &[f32],
     n_frames: usize,
     nb: usize,
     plan: &StftPlan,
-    fft: &mut PairFft,
+    fft: &mut FftScratch,
     acc: &mut ComplexitySums,
 ) -> (f64, f64) {
     acc.reset(nb);
     let src = Source::plain(x);
     for t in 0..n_frames {
-        fft.frame(plan, &src, 0, t, n_frames);
+        plan.transform_frame(&src, t, fft);
         acc.add(&fft.spectrum, t == 0);
     }
     acc.totals()
@@ -432,7 +432,7 @@ fn clip_metrics(
     p: &QualityParams,
     plan: &StftPlan,
     welch: &mut Option<WelchScratch>,
-    stft: &mut PairFft,
+    stft: &mut FftScratch,
     acc: &mut ComplexitySums,
 ) -> QualityMetrics {
     // The closure must inline into the AVX2 copy for its loops to use it.
@@ -448,7 +448,7 @@ fn clip_metrics_impl(
     p: &QualityParams,
     plan: &StftPlan,
     welch: &mut Option<WelchScratch>,
-    stft: &mut PairFft,
+    stft: &mut FftScratch,
     acc: &mut ComplexitySums,
 ) -> QualityMetrics {
     let (sq, peak, full) = clip_stats(x, p.full_scale_threshold);
@@ -524,7 +524,7 @@ pub fn quality_batch(
     let plan = StftPlan::new(sp)?;
     map_items(items.len(), n_threads, cancel, |i| {
         let mut welch = None;
-        let mut stft = PairFft::new(p.n_fft);
+        let mut stft = FftScratch::new(p.n_fft);
         let mut acc = ComplexitySums::default();
         Ok(clip_metrics(
             items[i], p, &plan, &mut welch, &mut stft, &mut acc,
@@ -704,6 +704,15 @@ mod tests {
         }
         assert_eq!(m[0].clipping_ratio, 0.0);
         assert_eq!(m[1].clipping_ratio, 1.0);
+    }
+
+    #[test]
+    fn constant_clip_has_zero_complexity() {
+        // Identical frames give identical spectra, so no frame-to-frame
+        // change: 0 exactly, as librosa + scikit-maad give.
+        let x = vec![0.7f32; 40000];
+        let m = quality_batch(&[&x], &QualityParams::new(16000.0), Some(1), never()).unwrap();
+        assert_eq!((m[0].complexity, m[0].aci), (0.0, 0.0));
     }
 
     #[test]
