@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,8 +149,9 @@ class Reply:
     reasoning: str | None = None
 
 
-class Provider:
-    """Common state: name, base URL, key, capabilities, timeout."""
+class Provider(ABC):
+    """Common state: name, base URL, key, capabilities, timeout; subclasses
+    implement :meth:`_complete`."""
 
     def __init__(
         self,
@@ -223,6 +225,7 @@ class Provider:
                 retryable=True,
             ) from None
 
+    @abstractmethod
     async def _complete(
         self,
         client: httpx.AsyncClient,
@@ -231,9 +234,7 @@ class Provider:
         audio: PreparedAudio | None,
         params: dict[str, Any],
     ) -> Reply:
-        """Send one request and parse the reply; every provider class below
-        implements it (this base class is never used on its own)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement _complete")
+        """Send one request and parse the reply (each provider class)."""
 
     async def _post_json(
         self, client: httpx.AsyncClient, url: str, body: Any, headers: dict[str, str]
