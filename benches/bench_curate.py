@@ -1,29 +1,36 @@
 """End-to-end curation benchmark: decode MP3 (44.1 kHz stereo) -> 32 kHz ->
-level metrics, agl-fast vs librosa, same files, same run.
+levels and quality filters, agl-fast vs librosa, same files, same run.
+
+Two channel set-ups, each measured on both sides:
+
+* ``mono`` (the issue's reference, ``librosa.load``'s default and
+  ``agl-fast curate --mono``): the channels are averaged at the source
+  rate, then resampled.
+* ``stereo`` (``agl-fast curate``'s default, which keeps both channels for
+  binaural features): both channels are resampled; levels are taken over
+  both, the quality filters on their mean.
 
 * agl-fast: ``agl_fast.load_many`` (Rust decode + resample, one file per
-  worker thread) then the pipeline's metric stages: the quality filters of
-  ``agl_fast.quality`` when that module is present, else only the ``levels``
-  stage (peak / RMS / clipped share, numpy), which the table says.
-* librosa: ``librosa.load(sr=32000, mono=False, res_type='soxr_hq')`` then the
-  same peak / RMS / clipped-share reductions in numpy and, when agl-fast runs
-  its quality filters, the same four filters on the channel mean with
-  numpy, ``scipy.signal.welch``, ``librosa.stft`` and scikit-maad (as
-  ``benches/bench_quality.py`` computes them), one process per worker.
+  worker thread) then the pipeline's metric stages (levels and the quality
+  filters of ``agl_fast.quality``).
+* librosa: ``librosa.load(sr=32000, mono=..., res_type='soxr_hq')`` then the
+  same peak / RMS / clipped-share reductions in numpy and the same four
+  filters on the (mean) channel with numpy, ``scipy.signal.welch``,
+  ``librosa.stft`` and scikit-maad (as ``benches/bench_quality.py``
+  computes them), one process per worker.
 
 The corpus is the two real AGL1K recordings (``../shared/agl1k``) linked
 repeatedly to about 2 hours of audio (``--quick``: about 9 minutes).
 Prints a Markdown table of x real time per core (audio seconds over wall
 seconds times workers) and the speed ratio, then the same per CPU second
 (user + system time of the process and its worker processes), which holds
-when other jobs share the machine; ``--gate R`` exits 1 if the 1-worker
+when other jobs share the machine; ``--gate R`` exits 1 if a 1-worker
 wall-clock ratio is below ``R``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import resource
 import sys
 import tempfile
@@ -62,57 +69,59 @@ def _cpu(who: int) -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_agl(paths: list[str], workers: int) -> tuple[float, float]:
+def run_agl(paths: list[str], workers: int, mono: bool) -> tuple[float, float]:
     """Wall and CPU seconds of the agl-fast path, every call on ``workers``
     threads (decoding and the metric stages alike)."""
     agl_fast.set_num_threads(workers)
     stages = [levels_stage]
     q = quality_stage()
-    if q is not None:
-        stages.append(q)
+    if q is None:
+        sys.exit("agl_fast.quality is missing")
+    stages.append(q)
     c0 = _cpu(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     for start in range(0, len(paths), workers * 2):
         batch = paths[start : start + workers * 2]
-        t = agl_fast.load_many(batch, sr=32000, n_threads=workers)
-        audio = [
-            np.asarray(item.values.flatten(), np.float32).reshape(len(item), -1)
-            for item in t.column("samples")
-        ]
+        t = agl_fast.load_many(batch, sr=32000, mono=mono, n_threads=workers)
+        if mono:
+            audio = [item.values.to_numpy()[None] for item in t.column("samples")]
+        else:
+            audio = [
+                item.values.flatten().to_numpy().reshape(len(item), -1)
+                for item in t.column("samples")
+            ]
         clips = Clips(list(batch), audio, 32000, start)
         for st in stages:
             st(clips)
     return time.perf_counter() - t0, _cpu(resource.RUSAGE_SELF) - c0
 
 
-def _librosa_one(path: str, quality: bool = True) -> tuple[float, ...]:
+def _librosa_one(path: str, mono: bool) -> tuple[float, ...]:
     import librosa
 
-    y, _ = librosa.load(path, sr=32000, mono=False, res_type="soxr_hq")
+    from bench_quality import reference_clip_metrics
+
+    y, _ = librosa.load(path, sr=32000, mono=mono, res_type="soxr_hq")
     a = np.abs(y)
     levels = (
         float(a.max()),
         float(np.sqrt(np.mean(y.astype(np.float64) ** 2))),
         float(np.mean(a >= CLIP)),
     )
-    if not quality:
-        return levels
-    from bench_quality import reference_clip_metrics
-
-    m = reference_clip_metrics(np.ascontiguousarray(y.mean(axis=0)), 32000)
+    m = reference_clip_metrics(y if mono else np.ascontiguousarray(y.mean(axis=0)), 32000)
     return levels + tuple(m.values())
 
 
-def run_librosa(paths: list[str], workers: int, quality: bool) -> tuple[float, float]:
+def run_librosa(paths: list[str], workers: int, mono: bool) -> tuple[float, float]:
     """Wall and CPU seconds (this process and its workers) of the librosa path."""
     c0 = _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     if workers == 1:
         for p in paths:
-            _librosa_one(p, quality)
+            _librosa_one(p, mono)
     else:
         with get_context("spawn").Pool(workers) as pool:
-            pool.map(partial(_librosa_one, quality=quality), paths, chunksize=1)
+            pool.map(partial(_librosa_one, mono=mono), paths, chunksize=1)
             pool.close()
             pool.join()
     wall = time.perf_counter() - t0
@@ -123,37 +132,41 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="about 9 minutes of audio")
     ap.add_argument("--hours", type=float, default=2.0)
+    ap.add_argument("--channels", choices=["mono", "stereo", "both"], default="both")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--gate", type=float, default=None, help="minimum 1-worker speed ratio")
     args = ap.parse_args()
     target = 540.0 if args.quick else args.hours * 3600
-    metrics = "quality filters" if importlib.util.find_spec("agl_fast.quality") else "levels only"
+    setups = ["mono", "stereo"] if args.channels == "both" else [args.channels]
+    rows, cpu_rows = [], []
     with tempfile.TemporaryDirectory() as d:
         paths, total = corpus(Path(d), target)
-        quality = metrics == "quality filters"
-        _librosa_one(paths[0], quality)  # import and warm up outside the timing
-        agl_fast.load_many(paths[:1])
-        rows, cpu_rows = [], []
-        for w in (1, 2):
-            ta, ca = run_agl(paths, w)
-            tl, cl = run_librosa(paths, w, quality)
-            rows.append((w, total / ta / w, total / tl / w, tl / ta))
-            cpu_rows.append((w, total / ca, total / cl, cl / ca))
+        for setup in setups:
+            mono = setup == "mono"
+            _librosa_one(paths[0], mono)  # import and warm up outside the timing
+            agl_fast.load_many(paths[:1], mono=mono)
+            for w in args.workers:
+                ta, ca = run_agl(paths, w, mono)
+                tl, cl = run_librosa(paths, w, mono)
+                rows.append((setup, w, total / ta / w, total / tl / w, tl / ta))
+                cpu_rows.append((setup, w, total / ca, total / cl, cl / ca))
     print(
-        f"\n{len(paths)} MP3 files, {total / 3600:.2f} h of 44.1 kHz stereo -> 32 kHz stereo; "
-        f"agl-fast metrics: {metrics}\n"
+        f"\n{len(paths)} MP3 files, {total / 3600:.2f} h of 44.1 kHz stereo -> 32 kHz, "
+        "levels + the four quality filters\n"
     )
-    print("| workers | agl-fast x real time / core | librosa x real time / core | ratio |")
-    print("|---:|---:|---:|---:|")
-    for w, a, lib, r in rows:
-        print(f"| {w} | {a:.0f} | {lib:.0f} | {r:.2f} |")
-    print("\n| workers | agl-fast x real time / CPU s | librosa x real time / CPU s | ratio |")
-    print("|---:|---:|---:|---:|")
-    for w, a, lib, r in cpu_rows:
-        print(f"| {w} | {a:.0f} | {lib:.0f} | {r:.2f} |")
-    if args.gate is not None and rows[0][3] < args.gate:
-        print(f"ratio {rows[0][3]:.2f} is below the gate {args.gate}", file=sys.stderr)
-        return 1
-    return 0
+    head = "| channels | workers | agl-fast x real time / {0} | librosa x real time / {0} | ratio |"
+    print(head.format("core"))
+    print("|---|---:|---:|---:|---:|")
+    for setup, w, a, lib, r in rows:
+        print(f"| {setup} | {w} | {a:.0f} | {lib:.0f} | {r:.2f} |")
+    print("\n" + head.format("CPU s"))
+    print("|---|---:|---:|---:|---:|")
+    for setup, w, a, lib, r in cpu_rows:
+        print(f"| {setup} | {w} | {a:.0f} | {lib:.0f} | {r:.2f} |")
+    failed = [r for r in rows if r[1] == 1 and r[4] < (args.gate or 0)]
+    for setup, _, _, _, r in failed:
+        print(f"{setup}: ratio {r:.2f} is below the gate {args.gate}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

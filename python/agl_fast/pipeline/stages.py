@@ -135,6 +135,8 @@ def _downmix(y: np.ndarray) -> np.ndarray:
     """The channel mean of ``[channels, n]`` audio (float32, contiguous)."""
     if y.ndim == 1:
         return y
+    if y.shape[0] == 1:
+        return y[0]
     if y.shape[0] == 2:
         # What ``y.mean(axis=0)`` gives for two channels, without its
         # reduction machinery: (a + b) / 2 in float32.

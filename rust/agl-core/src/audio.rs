@@ -221,6 +221,10 @@ fn map_interleaved(map: Channels, ch: usize, data: &[f32], c: usize, d: &mut Vec
         (_, 1) => d.extend_from_slice(data),
         (Channels::Keep, _) => d.extend(data.chunks_exact(ch).map(|f| f[c])),
         (Channels::Select(i), _) => d.extend(data.chunks_exact(ch).map(|f| f[i])),
+        (Channels::Mono, 2) => crate::fastmath::vectorized(
+            #[inline(always)]
+            || d.extend(data.chunks_exact(2).map(|f| (f[0] + f[1]) * 0.5)),
+        ),
         (Channels::Mono, _) => {
             let s = 1.0 / ch as f32;
             d.extend(

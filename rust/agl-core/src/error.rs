@@ -66,17 +66,26 @@ pub type Result<T> = std::result::Result<T, AglError>;
 /// Fail with [`AglError::NonFinite`] if `x` holds a NaN or an infinity.
 pub fn check_finite(x: &[f32], what: &str) -> Result<()> {
     // `v * 0` is 0 for finite v and NaN otherwise, so this sum is finite
-    // exactly when every sample is: one pass that vectorises (the lanes are
-    // independent partial sums), and the index is searched only on failure.
-    let mut acc = [0.0f32; 8];
-    let mut chunks = x.chunks_exact(8);
-    for c in &mut chunks {
-        for j in 0..8 {
-            acc[j] += c[j] * 0.0;
+    // exactly when every sample is: one pass that vectorises (32 lanes, four
+    // independent AVX2 chains), and the index is searched only on failure.
+    #[inline(always)]
+    fn zero_sum(x: &[f32]) -> f32 {
+        let mut acc = [0.0f32; 32];
+        let mut chunks = x.chunks_exact(32);
+        for c in &mut chunks {
+            for j in 0..32 {
+                acc[j] += c[j] * 0.0;
+            }
         }
+        let tail: f32 = chunks.remainder().iter().map(|v| v * 0.0).sum();
+        acc.iter().sum::<f32>() + tail
     }
-    let tail: f32 = chunks.remainder().iter().map(|v| v * 0.0).sum();
-    if (acc.iter().sum::<f32>() + tail).is_finite() {
+    if crate::fastmath::vectorized(
+        #[inline(always)]
+        || zero_sum(x),
+    )
+    .is_finite()
+    {
         return Ok(());
     }
     match x.iter().position(|v| !v.is_finite()) {

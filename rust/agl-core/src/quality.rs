@@ -376,8 +376,9 @@ impl ComplexitySums {
         let keep = if first { 0.0 } else { 1.0 };
         for k in 0..nb {
             let c = spec[k];
-            let pw = (c.re * c.re + c.im * c.im) as f64;
-            let am = pw.sqrt();
+            // Power and amplitude in f32 (eight lanes), sums in f64.
+            let pw32 = c.re * c.re + c.im * c.im;
+            let (pw, am) = (pw32 as f64, pw32.sqrt() as f64);
             dpw[k] += keep * (pw - ppw[k]).abs();
             dam[k] += keep * (am - pam[k]).abs();
             ppw[k] = pw;

@@ -13,9 +13,12 @@
 //! Kernels are cached by `(in, out, quality)` and shared between threads.
 //!
 //! On x86-64 with AVX2 and FMA (and AVX-512F where present, with the same
-//! result to the bit), tabulated kernels run as one vector pass over all
-//! the outputs a chunk makes ready: each phase is loaded once for both
-//! channels of a stereo stream, and outputs are reduced four at a time.
+//! result to the bit), tabulated kernels run as vector passes over batches
+//! of at least [`batch_outputs`] outputs, phase by phase: outputs `L` apart
+//! share a phase, so a group of them (and both channels of a stereo stream)
+//! reuse one phase row while it is in L1, with eight accumulators in flight.
+//! Each output's sum is formed in the same order whatever its group, so the
+//! result does not depend on batching or chunking.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -279,6 +282,67 @@ struct Walk {
     up: usize,
 }
 
+/// Outputs in one production batch at least: outputs `i` and `i + L` share
+/// a filter phase, and the vector passes compute a phase's outputs
+/// together, so a batch should hold many of them.
+fn batch_outputs(up: u64) -> u64 {
+    (32 * up).max(8192)
+}
+
+/// The outputs of a run grouped by filter phase: outputs `i`, `i + L`,
+/// `i + 2L`, ... use the same phase and read inputs `M` frames apart.
+/// Yields `(phase, first input, first output, count)` for groups of at
+/// most `g` outputs.
+struct PhaseGroups {
+    w: Walk,
+    count: usize,
+    g: usize,
+    down: usize,
+    /// Current residue (`0..L`) and next output of it.
+    r: usize,
+    i: usize,
+}
+
+impl PhaseGroups {
+    fn new(w: Walk, count: usize, g: usize) -> Self {
+        PhaseGroups {
+            w,
+            count,
+            g,
+            down: w.step_n * w.up + w.step_f,
+            r: 0,
+            i: 0,
+        }
+    }
+}
+
+impl Iterator for PhaseGroups {
+    type Item = (usize, usize, usize, usize);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.r >= self.w.up.min(self.count) {
+            return None;
+        }
+        let first = self.r + self.i * self.w.up;
+        let left = (self.count - first).div_ceil(self.w.up);
+        let m = left.min(self.g);
+        let item = (self.w.frac, self.w.start + self.i * self.down, first, m);
+        self.i += m;
+        if m == left {
+            // Next residue: the walk advances by one output.
+            self.r += 1;
+            self.i = 0;
+            self.w.start += self.w.step_n;
+            self.w.frac += self.w.step_f;
+            if self.w.frac >= self.w.up {
+                self.w.frac -= self.w.up;
+                self.w.start += 1;
+            }
+        }
+        Some(item)
+    }
+}
+
 /// The vector pass for a tabulated kernel, on the widest unit the CPU has.
 /// Both give the same bits (see [`run_avx512`]).
 #[cfg(target_arch = "x86_64")]
@@ -287,15 +351,17 @@ fn run_simd<const C: usize>(
     x: [&[f32]; C],
     w: Walk,
     count: usize,
-    out: [&mut Vec<f32>; C],
+    out: [&mut [f32]; C],
 ) {
-    if k.simd512 {
+    // Eight accumulators in flight: eight outputs of one channel or four
+    // of two (AVX-512), half as many outputs with AVX2's split blocks.
+    match (k.simd512, C) {
         // SAFETY: `simd512` is set only when the CPU reports AVX-512F, AVX2
-        // and FMA.
-        unsafe { run_avx512::<C>(&k.coefs, k.taps, x, w, count, out) }
-    } else {
-        // SAFETY: `run_simd` is called only when `simd` (AVX2 and FMA) is set.
-        unsafe { run_avx2::<C>(&k.coefs, k.taps, x, w, count, out) }
+        // and FMA; `run_simd` is called only when `simd` (AVX2 and FMA) is.
+        (true, 1) => unsafe { run_avx512::<C, 8>(&k.coefs, k.taps, x, w, count, out) },
+        (true, _) => unsafe { run_avx512::<C, 4>(&k.coefs, k.taps, x, w, count, out) },
+        (false, 1) => unsafe { run_avx2::<C, 4>(&k.coefs, k.taps, x, w, count, out) },
+        (false, _) => unsafe { run_avx2::<C, 2>(&k.coefs, k.taps, x, w, count, out) },
     }
 }
 
@@ -314,13 +380,21 @@ fn reduce4(a: &[std::arch::x86_64::__m256; 4]) -> [f32; 4] {
     four
 }
 
-/// Append the first `m` of four sums.
-#[inline]
-fn put(o: &mut Vec<f32>, four: [f32; 4], m: usize) {
-    if m == 4 {
-        o.extend_from_slice(&four);
-    } else {
-        o.extend_from_slice(&four[..m]);
+/// Reduce the 8-lane sums `a[..m]` of a phase group and store them at
+/// outputs `first`, `first + up`, ...
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn store_group(a: &[std::arch::x86_64::__m256], o: &mut [f32], first: usize, up: usize, m: usize) {
+    use std::arch::x86_64::*;
+    for (q, quad) in a.chunks(4).enumerate() {
+        let mut four = [_mm256_setzero_ps(); 4];
+        four[..quad.len()].copy_from_slice(quad);
+        for (g, v) in reduce4(&four).into_iter().enumerate() {
+            let n = 4 * q + g;
+            if n < m {
+                o[first + n * up] = v;
+            }
+        }
     }
 }
 
@@ -330,124 +404,104 @@ fn put(o: &mut Vec<f32>, four: [f32; 4], m: usize) {
 /// those are, so the output is the same to the bit.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn run_avx512<const C: usize>(
+unsafe fn run_avx512<const C: usize, const G: usize>(
     coefs: &[f32],
     taps: usize,
     x: [&[f32]; C],
     w: Walk,
     count: usize,
-    mut out: [&mut Vec<f32>; C],
+    mut out: [&mut [f32]; C],
 ) {
     use std::arch::x86_64::*;
-    let Walk {
-        mut start,
-        mut frac,
-        step_n,
-        step_f,
-        up,
-    } = w;
-    let mut done = 0;
-    while done < count {
-        let m = (count - done).min(4);
-        let mut acc = [[_mm256_setzero_ps(); 4]; C];
-        for g in 0..m {
-            let c = &coefs[frac * taps..(frac + 1) * taps];
-            let mut v: [&[f32]; C] = [&[]; C];
-            for (vv, xx) in v.iter_mut().zip(x) {
-                *vv = &xx[start..start + taps];
-            }
-            let mut z = [_mm512_setzero_ps(); C];
-            for j in (0..taps).step_by(LANES) {
-                // SAFETY: `c` and every `v[ch]` hold `taps` floats, a multiple
-                // of LANES = 16, so `j..j + 16` is in bounds.
-                unsafe {
-                    let cj = _mm512_loadu_ps(c.as_ptr().add(j));
-                    for (zz, vv) in z.iter_mut().zip(v) {
-                        *zz = _mm512_fmadd_ps(cj, _mm512_loadu_ps(vv.as_ptr().add(j)), *zz);
+    let down = w.step_n * w.up + w.step_f;
+    for (frac, start, first, m) in PhaseGroups::new(w, count, G) {
+        let c = &coefs[frac * taps..(frac + 1) * taps];
+        // Rows past `m` repeat the first output's input (in bounds; their
+        // sums are not stored).
+        let mut rows = [0usize; G];
+        for (g, r) in rows.iter_mut().enumerate() {
+            *r = start + if g < m { g * down } else { 0 };
+        }
+        for xx in x {
+            assert!(rows[m - 1] + taps <= xx.len());
+        }
+        let mut z = [[_mm512_setzero_ps(); G]; C];
+        for j in (0..taps).step_by(LANES) {
+            // SAFETY: `c` holds `taps` floats, a multiple of LANES = 16, and
+            // every row of every channel has `taps` floats from its start
+            // (asserted above), so `j..j + 16` is in bounds.
+            unsafe {
+                let cj = _mm512_loadu_ps(c.as_ptr().add(j));
+                for (zc, xx) in z.iter_mut().zip(x) {
+                    for (zz, &r) in zc.iter_mut().zip(&rows) {
+                        *zz = _mm512_fmadd_ps(cj, _mm512_loadu_ps(xx.as_ptr().add(r + j)), *zz);
                     }
                 }
             }
-            for (a, zz) in acc.iter_mut().zip(z) {
-                let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(zz)));
-                a[g] = _mm256_add_ps(_mm512_castps512_ps256(zz), hi);
-            }
-            start += step_n;
-            frac += step_f;
-            if frac >= up {
-                frac -= up;
-                start += 1;
-            }
         }
-        for (a, o) in acc.iter().zip(out.iter_mut()) {
-            put(o, reduce4(a), m);
+        for (zc, o) in z.iter().zip(out.iter_mut()) {
+            let mut a = [_mm256_setzero_ps(); G];
+            for (aa, zz) in a.iter_mut().zip(zc) {
+                let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(*zz)));
+                *aa = _mm256_add_ps(_mm512_castps512_ps256(*zz), hi);
+            }
+            store_group(&a, o, first, w.up, m);
         }
-        done += m;
     }
 }
 
-/// `count` outputs of `C` channels (one filter phase, loaded once, serves
-/// every channel) for a tabulated kernel, in groups of four: each output
-/// keeps its taps in two 8-lane accumulators (one per half of a 16-tap
-/// block), and the four outputs of a group are reduced together by
-/// horizontal adds. An output's sum does not depend on its group or on the
-/// channel count, so the result is independent of how the input was chunked.
+/// `count` outputs of `C` channels for a tabulated kernel, phase by phase
+/// in groups of `G` outputs that share the phase (loaded once for every
+/// output and channel of the group). Each output keeps its taps in two
+/// 8-lane accumulators (one per half of a 16-tap block), added and then
+/// reduced four outputs at a time by horizontal adds. An output's sum does
+/// not depend on its group or on the channel count, so the result is
+/// independent of how the input was chunked.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn run_avx2<const C: usize>(
+unsafe fn run_avx2<const C: usize, const G: usize>(
     coefs: &[f32],
     taps: usize,
     x: [&[f32]; C],
     w: Walk,
     count: usize,
-    mut out: [&mut Vec<f32>; C],
+    out: [&mut [f32]; C],
 ) {
     use std::arch::x86_64::*;
-    let Walk {
-        mut start,
-        mut frac,
-        step_n,
-        step_f,
-        up,
-    } = w;
-    let mut done = 0;
-    while done < count {
-        let m = (count - done).min(4);
-        let mut acc = [[_mm256_setzero_ps(); 4]; C];
-        for g in 0..m {
-            let c = &coefs[frac * taps..(frac + 1) * taps];
-            let mut v: [&[f32]; C] = [&[]; C];
-            for (vv, xx) in v.iter_mut().zip(x) {
-                *vv = &xx[start..start + taps];
-            }
-            let mut lo = [_mm256_setzero_ps(); C];
-            let mut hi = [_mm256_setzero_ps(); C];
-            for j in (0..taps).step_by(LANES) {
-                // SAFETY: `c` and every `v[ch]` hold `taps` floats, a multiple
-                // of LANES = 16, so `j..j + 16` is in bounds.
-                unsafe {
-                    let c0 = _mm256_loadu_ps(c.as_ptr().add(j));
-                    let c1 = _mm256_loadu_ps(c.as_ptr().add(j + 8));
-                    for ch in 0..C {
-                        let p = v[ch].as_ptr().add(j);
-                        lo[ch] = _mm256_fmadd_ps(c0, _mm256_loadu_ps(p), lo[ch]);
-                        hi[ch] = _mm256_fmadd_ps(c1, _mm256_loadu_ps(p.add(8)), hi[ch]);
+    let down = w.step_n * w.up + w.step_f;
+    for (frac, start, first, m) in PhaseGroups::new(w, count, G) {
+        let c = &coefs[frac * taps..(frac + 1) * taps];
+        let mut rows = [0usize; G];
+        for (g, r) in rows.iter_mut().enumerate() {
+            *r = start + if g < m { g * down } else { 0 };
+        }
+        for xx in x {
+            assert!(rows[m - 1] + taps <= xx.len());
+        }
+        let mut lo = [[_mm256_setzero_ps(); G]; C];
+        let mut hi = [[_mm256_setzero_ps(); G]; C];
+        for j in (0..taps).step_by(LANES) {
+            // SAFETY: as in `run_avx512`: `c` and every row hold `taps`
+            // floats, a multiple of LANES = 16.
+            unsafe {
+                let c0 = _mm256_loadu_ps(c.as_ptr().add(j));
+                let c1 = _mm256_loadu_ps(c.as_ptr().add(j + 8));
+                for ch in 0..C {
+                    for (g, &r) in rows.iter().enumerate() {
+                        let p = x[ch].as_ptr().add(r + j);
+                        lo[ch][g] = _mm256_fmadd_ps(c0, _mm256_loadu_ps(p), lo[ch][g]);
+                        hi[ch][g] = _mm256_fmadd_ps(c1, _mm256_loadu_ps(p.add(8)), hi[ch][g]);
                     }
                 }
             }
-            for ((a, l), h) in acc.iter_mut().zip(lo).zip(hi) {
-                a[g] = _mm256_add_ps(l, h);
-            }
-            start += step_n;
-            frac += step_f;
-            if frac >= up {
-                frac -= up;
-                start += 1;
-            }
         }
-        for (a, o) in acc.iter().zip(out.iter_mut()) {
-            put(o, reduce4(a), m);
+        for ch in 0..C {
+            let mut a = [_mm256_setzero_ps(); G];
+            for g in 0..G {
+                a[g] = _mm256_add_ps(lo[ch][g], hi[ch][g]);
+            }
+            store_group(&a, out[ch], first, w.up, m);
         }
-        done += m;
     }
 }
 
@@ -556,6 +610,9 @@ impl Resampler {
         let last_n0 = self.total_in - half - 1;
         // Largest k with floor(k M / L) <= last_n0.
         let end = ((last_n0 as u128 + 1) * up as u128).div_ceil(down as u128) as u64;
+        if end < self.next_out + batch_outputs(up) {
+            return;
+        }
         self.produce_until(end);
         // Drop history no later output needs.
         let n0_next = (self.next_out as u128 * down as u128 / up as u128) as i64;
@@ -590,11 +647,15 @@ impl Resampler {
                 step_f: step_f as usize,
                 up: up as usize,
             };
+            let at = self.out.first().map_or(0, |o| o.len());
+            for o in &mut self.out {
+                o.resize(at + count, 0.0);
+            }
             if let ([b0, b1], [o0, o1]) = (&self.buf[..], &mut self.out[..]) {
-                run_simd::<2>(k, [b0, b1], walk, count, [o0, o1]);
+                run_simd::<2>(k, [b0, b1], walk, count, [&mut o0[at..], &mut o1[at..]]);
             } else {
                 for (b, o) in self.buf.iter().zip(self.out.iter_mut()) {
-                    run_simd::<1>(k, [b], walk, count, [o]);
+                    run_simd::<1>(k, [b], walk, count, [&mut o[at..]]);
                 }
             }
             self.next_out = self.next_out.max(end);
@@ -724,14 +785,22 @@ mod tests {
                 up: k.up as usize,
             };
             let count = (a.len() - k.taps()) * k.up as usize / k.down as usize - 1;
-            let (mut a2, mut b2, mut a5, mut b5) = (vec![], vec![], vec![], vec![]);
+            let z = || vec![f32::NAN; count];
+            let (mut a2, mut b2, mut a5, mut b5) = (z(), z(), z(), z());
+            let (mut m2, mut m5) = (z(), z());
             // SAFETY: both CPU checks passed above.
             unsafe {
-                run_avx2::<2>(&k.coefs, k.taps, [&a, &b], w, count, [&mut a2, &mut b2]);
-                run_avx512::<2>(&k.coefs, k.taps, [&a, &b], w, count, [&mut a5, &mut b5]);
+                run_avx2::<2, 2>(&k.coefs, k.taps, [&a, &b], w, count, [&mut a2, &mut b2]);
+                run_avx512::<2, 4>(&k.coefs, k.taps, [&a, &b], w, count, [&mut a5, &mut b5]);
+                run_avx2::<1, 4>(&k.coefs, k.taps, [&a], w, count, [&mut m2]);
+                run_avx512::<1, 8>(&k.coefs, k.taps, [&a], w, count, [&mut m5]);
             }
-            assert_eq!(a2.len(), count);
-            assert_eq!((a2, b2), (a5, b5), "{q:?}");
+            assert!(
+                a2.iter().chain(&m5).all(|v| v.is_finite()),
+                "every output written"
+            );
+            assert_eq!((&a2, &b2), (&a5, &b5), "{q:?}");
+            assert_eq!((&a2, &a2), (&m2, &m5), "{q:?}");
         }
     }
 
