@@ -14,11 +14,12 @@
 //!
 //! On x86-64 with AVX2 and FMA (and AVX-512F where present, with the same
 //! result to the bit), tabulated kernels run as vector passes over batches
-//! of at least 8,192 outputs (`32 L` when larger), phase by phase: outputs `L` apart
-//! share a phase, so a group of them (and both channels of a stereo stream)
-//! reuse one phase row while it is in L1, with eight accumulators in flight.
-//! Each output's sum is formed in the same order whatever its group, so the
-//! result does not depend on batching or chunking.
+//! of at least 8,192 outputs (`32 L` when larger), phase by phase: outputs
+//! `L` apart share a phase, so a group of them (and both channels of a
+//! stereo stream) reuse one phase row while it is in L1, with eight
+//! accumulators in flight. Each output's sum is formed in the same order
+//! whatever its group, so the result does not depend on batching or
+//! chunking.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
