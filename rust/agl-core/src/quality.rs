@@ -116,32 +116,104 @@ pub fn clip_rms(x: &[f32]) -> f64 {
     (x.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / x.len() as f64).sqrt()
 }
 
-/// Sum of squares (f64), peak magnitude and the count at or above
-/// `threshold`, in one pass with four lanes.
-#[inline(always)]
-fn clip_stats(x: &[f32], threshold: f32) -> (f64, f32, usize) {
-    let mut sq = [0.0f64; 4];
-    let mut pk = [0.0f32; 4];
-    let mut cnt = [0usize; 4];
-    let chunks = x.chunks_exact(4);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for l in 0..4 {
-            let v = c[l];
-            sq[l] += (v as f64) * (v as f64);
-            pk[l] = pk[l].max(v.abs());
-            cnt[l] += (v.abs() >= threshold) as usize;
+/// Lanes of [`ClipStats`]: four AVX2 chains of f64 squares.
+const STAT_LANES: usize = 16;
+
+/// Sample statistics of a clip, fed block by block (every block but the
+/// last a multiple of [`STAT_LANES`] long): the sum of squares (f64), the
+/// peak magnitude, the samples at the peak and those at or above a
+/// threshold. Each lane keeps its own peak and the count of samples equal
+/// to it, so the count at the clip's peak needs no second pass. A NaN or an
+/// infinity makes the sum of squares non-finite (squares of finite f32
+/// values cannot overflow f64), which [`ClipStats::finite`] reports.
+#[derive(Clone, Copy)]
+struct ClipStats {
+    sq: [f64; STAT_LANES],
+    pk: [f32; STAT_LANES],
+    at_pk: [u64; STAT_LANES],
+    full: [u64; STAT_LANES],
+    threshold: f32,
+}
+
+impl ClipStats {
+    fn new(threshold: f32) -> Self {
+        ClipStats {
+            sq: [0.0; STAT_LANES],
+            pk: [0.0; STAT_LANES],
+            at_pk: [0; STAT_LANES],
+            full: [0; STAT_LANES],
+            threshold,
         }
     }
-    for &v in rest {
-        sq[0] += (v as f64) * (v as f64);
-        pk[0] = pk[0].max(v.abs());
-        cnt[0] += (v.abs() >= threshold) as usize;
+
+    #[inline(always)]
+    fn lane(&mut self, l: usize, v: f32) {
+        let a = v.abs();
+        self.sq[l] += (v as f64) * (v as f64);
+        self.at_pk[l] = if a > self.pk[l] {
+            1
+        } else {
+            self.at_pk[l] + (a == self.pk[l]) as u64
+        };
+        self.pk[l] = self.pk[l].max(a);
+        self.full[l] += (a >= self.threshold) as u64;
     }
-    (
-        sq.iter().sum(),
-        pk.iter().fold(0.0f32, |m, &v| m.max(v)),
-        cnt.iter().sum(),
+
+    #[inline(always)]
+    fn feed(&mut self, x: &[f32]) {
+        let chunks = x.chunks_exact(STAT_LANES);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (l, &v) in c.iter().enumerate() {
+                self.lane(l, v);
+            }
+        }
+        for &v in rest {
+            self.lane(0, v);
+        }
+    }
+
+    fn sum_squares(&self) -> f64 {
+        self.sq.iter().sum()
+    }
+
+    fn finite(&self) -> bool {
+        self.sum_squares().is_finite()
+    }
+
+    fn peak(&self) -> f32 {
+        self.pk.iter().fold(0.0f32, |m, &v| m.max(v))
+    }
+
+    /// Samples whose magnitude equals the clip's peak (0 when the peak is 0:
+    /// a silent clip has nothing clipped).
+    fn at_peak(&self) -> u64 {
+        let peak = self.peak();
+        if peak <= 0.0 {
+            return 0;
+        }
+        self.pk
+            .iter()
+            .zip(&self.at_pk)
+            .filter(|(&p, _)| p == peak)
+            .map(|(_, &c)| c)
+            .sum()
+    }
+
+    fn full(&self) -> u64 {
+        self.full.iter().sum()
+    }
+}
+
+/// [`ClipStats`] of a whole clip, compiled for AVX2 where the CPU has it.
+fn clip_stats(x: &[f32], threshold: f32) -> ClipStats {
+    crate::fastmath::vectorized(
+        #[inline(always)]
+        || {
+            let mut st = ClipStats::new(threshold);
+            st.feed(x);
+            st
+        },
     )
 }
 
@@ -150,14 +222,9 @@ pub fn clipping_ratios(x: &[f32], threshold: f32) -> (f64, f64) {
     if x.is_empty() {
         return (0.0, 0.0);
     }
-    let (_, peak, full) = clip_stats(x, threshold);
+    let st = clip_stats(x, threshold);
     let n = x.len() as f64;
-    let at_peak = if peak > 0.0 {
-        x.iter().filter(|v| v.abs() == peak).count() as f64 / n
-    } else {
-        0.0
-    };
-    (at_peak, full as f64 / n)
+    (st.at_peak() as f64 / n, st.full() as f64 / n)
 }
 
 /// Per-worker buffers of [`welch_psd`] for one segment length.
@@ -210,68 +277,144 @@ pub fn welch_psd(
     nperseg: usize,
     scratch: &mut Option<WelchScratch>,
 ) -> Vec<f64> {
-    let n = nperseg.min(x.len()).max(1);
-    let s = match scratch {
-        Some(s) if s.window.len() == n => s,
-        _ => scratch.insert(WelchScratch::new(n)),
-    };
-    let step = (n - n / 2).max(1);
-    let n_seg = if x.len() >= n {
-        (x.len() - n) / step + 1
-    } else {
-        0
-    };
-    let nf = n / 2 + 1;
-    let mut acc = vec![0.0f64; nf];
-    // With an even segment length each segment is two hop blocks: their
-    // sums give every segment mean.
-    let blocks: Vec<f64> = if n == 2 * step {
-        x[..(n_seg + 1) * step]
-            .chunks_exact(step)
-            .map(crate::fastmath::sum_f64)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let mean = |k: usize| -> f32 {
-        let sum = if blocks.is_empty() {
-            crate::fastmath::sum_f64(&x[k * step..k * step + n])
+    let mut w = WelchPass::new(x, nperseg, scratch);
+    w.advance(x.len());
+    w.finish(sr)
+}
+
+/// [`welch_psd`] as a pass that can stop and resume: [`WelchPass::advance`]
+/// takes the segments that end by a given sample, so a caller walking the
+/// clip block by block reads each block once while it is in cache.
+struct WelchPass<'a> {
+    x: &'a [f32],
+    s: &'a mut WelchScratch,
+    n: usize,
+    step: usize,
+    n_seg: usize,
+    /// Next segment to take.
+    k: usize,
+    /// The last hop block's sum, reused by the next segment.
+    hop_sum: Option<(usize, f64)>,
+    acc: Vec<f64>,
+}
+
+impl<'a> WelchPass<'a> {
+    #[inline(always)]
+    fn new(x: &'a [f32], nperseg: usize, scratch: &'a mut Option<WelchScratch>) -> Self {
+        let n = nperseg.min(x.len()).max(1);
+        if scratch.as_ref().is_some_and(|s| s.window.len() != n) {
+            *scratch = None;
+        }
+        let s = scratch.get_or_insert_with(|| WelchScratch::new(n));
+        let step = (n - n / 2).max(1);
+        let n_seg = if x.len() >= n {
+            (x.len() - n) / step + 1
         } else {
-            blocks[k] + blocks[k + 1]
+            0
         };
-        (sum / n as f64) as f32
-    };
-    let seg = |k: usize| &x[k * step..k * step + n];
-    let mut k = 0;
-    while k < n_seg {
-        if k + 1 < n_seg {
-            let (a, b) = s.pair.inputs();
-            detrend_window(a, seg(k), mean(k), &s.window);
-            detrend_window(b, seg(k + 1), mean(k + 1), &s.window);
-            s.pair.transform();
-            add_power(&mut acc, &s.pair.left);
-            add_power(&mut acc, &s.pair.right);
-            k += 2;
+        WelchPass {
+            x,
+            s,
+            n,
+            step,
+            n_seg,
+            k: 0,
+            hop_sum: None,
+            acc: vec![0.0f64; n / 2 + 1],
+        }
+    }
+
+    /// Sum of hop block `j` (samples `j * step ..`), each computed once.
+    #[inline(always)]
+    fn hop(&mut self, j: usize) -> f64 {
+        if let Some((at, v)) = self.hop_sum {
+            if at == j {
+                return v;
+            }
+        }
+        let v = crate::fastmath::sum_f64(&self.x[j * self.step..(j + 1) * self.step]);
+        self.hop_sum = Some((j, v));
+        v
+    }
+
+    /// Mean of segment `k`: with an even segment length a segment is two
+    /// hop blocks.
+    #[inline(always)]
+    fn mean(&mut self, k: usize) -> f32 {
+        let sum = if self.n == 2 * self.step {
+            let a = self.hop(k);
+            a + self.hop(k + 1)
         } else {
-            detrend_window(&mut s.single.frame, seg(k), mean(k), &s.window);
-            s.single.transform();
-            add_power(&mut acc, &s.single.spectrum);
-            k += 1;
+            crate::fastmath::sum_f64(&self.x[k * self.step..k * self.step + self.n])
+        };
+        (sum / self.n as f64) as f32
+    }
+
+    /// Take every remaining segment that ends at or before sample `until`.
+    #[inline(always)]
+    fn advance(&mut self, until: usize) {
+        let (n, step) = (self.n, self.step);
+        while self.k < self.n_seg {
+            let k = self.k;
+            if k + 1 < self.n_seg {
+                if (k + 1) * step + n > until {
+                    return;
+                }
+                let (ma, mb) = (self.mean(k), self.mean(k + 1));
+                let x = self.x;
+                let (a, b) = self.s.pair.inputs();
+                detrend_window(a, &x[k * step..k * step + n], ma, &self.s.window);
+                detrend_window(
+                    b,
+                    &x[(k + 1) * step..(k + 1) * step + n],
+                    mb,
+                    &self.s.window,
+                );
+                self.s.pair.transform();
+                add_power(&mut self.acc, &self.s.pair.left);
+                add_power(&mut self.acc, &self.s.pair.right);
+                self.k += 2;
+            } else {
+                if k * step + n > until {
+                    return;
+                }
+                let m = self.mean(k);
+                let x = self.x;
+                detrend_window(
+                    &mut self.s.single.frame,
+                    &x[k * step..k * step + n],
+                    m,
+                    &self.s.window,
+                );
+                self.s.single.transform();
+                add_power(&mut self.acc, &self.s.single.spectrum);
+                self.k += 1;
+            }
         }
     }
-    let scale = if s.wss > 0.0 && n_seg > 0 {
-        1.0 / (sr * s.wss * n_seg as f64)
-    } else {
-        0.0
-    };
-    let last = if n.is_multiple_of(2) { nf - 1 } else { nf };
-    for (k, a) in acc.iter_mut().enumerate() {
-        *a *= scale;
-        if k >= 1 && k < last {
-            *a *= 2.0;
+
+    /// The density from the segments taken.
+    #[inline(always)]
+    fn finish(self, sr: f64) -> Vec<f64> {
+        let (n, n_seg, mut acc) = (self.n, self.k, self.acc);
+        let scale = if self.s.wss > 0.0 && n_seg > 0 {
+            1.0 / (sr * self.s.wss * n_seg as f64)
+        } else {
+            0.0
+        };
+        let last = if n.is_multiple_of(2) {
+            n / 2
+        } else {
+            n / 2 + 1
+        };
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a *= scale;
+            if k >= 1 && k < last {
+                *a *= 2.0;
+            }
         }
+        acc
     }
-    acc
 }
 
 /// Geometric over arithmetic mean of `max(p, amin)`.
@@ -320,127 +463,156 @@ pub fn complexity_of(e: &[f64], n_bands: usize, n_frames: usize) -> (Vec<f64>, f
     (per, total)
 }
 
-/// Validate a batch for the quality kernels: finite values (empty clips are
-/// allowed and give defined metrics).
-fn check_items(items: &[&[f32]]) -> Result<()> {
-    for (i, x) in items.iter().enumerate() {
-        check_finite(x, &format!("audio buffer (item {i})"))?;
-    }
-    Ok(())
-}
+/// Frames whose complexity terms are summed in f32 before they are added
+/// to the f64 totals: a partial sum of at most this many terms is within
+/// `64 * 2^-24` (about 4e-6) of exact, so the totals keep that relative
+/// accuracy on clips of any length while the per-frame update runs eight
+/// lanes wide.
+const PARTIAL_FRAMES: usize = 64;
 
 /// Per-band running sums of the complexity metrics, one array per quantity
 /// (so the per-frame update vectorises): the previous power and amplitude,
-/// the sums of their absolute differences and their sums.
+/// the sums of their absolute differences and their sums, in f32 over up to
+/// [`PARTIAL_FRAMES`] frames and in f64 across them.
 #[derive(Default)]
 struct ComplexitySums {
-    prev_pw: Vec<f64>,
-    diff_pw: Vec<f64>,
-    sum_pw: Vec<f64>,
-    prev_am: Vec<f64>,
-    diff_am: Vec<f64>,
-    sum_am: Vec<f64>,
+    prev_pw: Vec<f32>,
+    prev_am: Vec<f32>,
+    /// Partial sums: `|d pw|`, `pw`, `|d am|`, `am`.
+    part: [Vec<f32>; 4],
+    total: [Vec<f64>; 4],
+    frames: usize,
 }
 
 impl ComplexitySums {
     fn reset(&mut self, nb: usize) {
-        for v in [
-            &mut self.prev_pw,
-            &mut self.diff_pw,
-            &mut self.sum_pw,
-            &mut self.prev_am,
-            &mut self.diff_am,
-            &mut self.sum_am,
-        ] {
+        for v in [&mut self.prev_pw, &mut self.prev_am]
+            .into_iter()
+            .chain(&mut self.part)
+        {
             v.clear();
             v.resize(nb, 0.0);
+        }
+        for v in &mut self.total {
+            v.clear();
+            v.resize(nb, 0.0);
+        }
+        self.frames = 0;
+    }
+
+    #[inline(always)]
+    fn flush(&mut self) {
+        for (t, p) in self.total.iter_mut().zip(&mut self.part) {
+            for (tv, pv) in t.iter_mut().zip(p.iter_mut()) {
+                *tv += *pv as f64;
+                *pv = 0.0;
+            }
         }
     }
 
     #[inline(always)]
-    fn add(&mut self, spectrum: &[Complex32], first: bool) {
+    fn add(&mut self, spectrum: &[Complex32]) {
         let nb = self.prev_pw.len();
         let spec = &spectrum[..nb];
-        let (ppw, dpw, spw) = (
-            &mut self.prev_pw[..nb],
-            &mut self.diff_pw[..nb],
-            &mut self.sum_pw[..nb],
+        let (ppw, pam) = (&mut self.prev_pw[..nb], &mut self.prev_am[..nb]);
+        let [dpw, spw, dam, sam] = &mut self.part;
+        let (dpw, spw, dam, sam) = (
+            &mut dpw[..nb],
+            &mut spw[..nb],
+            &mut dam[..nb],
+            &mut sam[..nb],
         );
-        let (pam, dam, sam) = (
-            &mut self.prev_am[..nb],
-            &mut self.diff_am[..nb],
-            &mut self.sum_am[..nb],
-        );
-        // With `first` the differences are against zero and discarded: one
-        // loop body for both cases.
-        let keep = if first { 0.0 } else { 1.0 };
-        for k in 0..nb {
-            let c = spec[k];
-            // Power and amplitude in f32 (eight lanes), sums in f64.
-            let pw32 = c.re * c.re + c.im * c.im;
-            let (pw, am) = (pw32 as f64, pw32.sqrt() as f64);
-            dpw[k] += keep * (pw - ppw[k]).abs();
-            dam[k] += keep * (am - pam[k]).abs();
-            ppw[k] = pw;
-            spw[k] += pw;
-            pam[k] = am;
-            sam[k] += am;
+        if self.frames == 0 {
+            // The first frame: no difference yet.
+            for k in 0..nb {
+                let c = spec[k];
+                let pw = c.re * c.re + c.im * c.im;
+                let am = pw.sqrt();
+                (ppw[k], pam[k]) = (pw, am);
+                spw[k] += pw;
+                sam[k] += am;
+            }
+        } else {
+            for k in 0..nb {
+                let c = spec[k];
+                let pw = c.re * c.re + c.im * c.im;
+                let am = pw.sqrt();
+                dpw[k] += (pw - ppw[k]).abs();
+                dam[k] += (am - pam[k]).abs();
+                (ppw[k], pam[k]) = (pw, am);
+                spw[k] += pw;
+                sam[k] += am;
+            }
+        }
+        self.frames += 1;
+        if self.frames.is_multiple_of(PARTIAL_FRAMES) {
+            self.flush();
         }
     }
 
-    fn totals(&self) -> (f64, f64) {
+    fn totals(&mut self) -> (f64, f64) {
+        self.flush();
         let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
-        let ac = self
-            .diff_pw
-            .iter()
-            .zip(&self.sum_pw)
-            .map(|(&n, &d)| ratio(n, d));
-        let aci = self
-            .diff_am
-            .iter()
-            .zip(&self.sum_am)
-            .map(|(&n, &d)| ratio(n, d));
+        let [dpw, spw, dam, sam] = &self.total;
+        let ac = dpw.iter().zip(spw).map(|(&n, &d)| ratio(n, d));
+        let aci = dam.iter().zip(sam).map(|(&n, &d)| ratio(n, d));
         (ac.sum(), aci.sum())
     }
 }
 
-/// The paper's AC (power spectrogram) and scikit-maad's ACI (amplitude
-/// spectrogram) of one clip, accumulated frame by frame. Each frame gets
-/// its own real FFT: both metrics sum frame-to-frame differences, and frames
-/// paired into one complex FFT would carry different round-off (a constant
-/// clip would no longer score 0, as librosa + scikit-maad give).
-#[inline(always)]
-fn streaming_complexity(
-    x: &[f32],
+/// Samples per block of the one pass over a clip: the sample statistics,
+/// the Welch segments and the STFT frames that end in a block are taken
+/// while it is in cache (the clip itself is read from memory once).
+const BLOCK: usize = 1 << 14;
+
+/// The complexity STFT of one clip, frame by frame: the paper's AC (power
+/// spectrogram) and scikit-maad's ACI (amplitude spectrogram). Each frame
+/// gets its own real FFT: both metrics sum frame-to-frame differences, and
+/// frames paired into one complex FFT would carry different round-off (a
+/// constant clip would no longer score 0, as librosa + scikit-maad give).
+struct ComplexityPass<'a> {
+    src: Source<'a>,
+    plan: &'a StftPlan,
+    fft: &'a mut FftScratch,
+    acc: &'a mut ComplexitySums,
     n_frames: usize,
-    nb: usize,
-    plan: &StftPlan,
-    fft: &mut FftScratch,
-    acc: &mut ComplexitySums,
-) -> (f64, f64) {
-    acc.reset(nb);
-    let src = Source::plain(x);
-    for t in 0..n_frames {
-        plan.transform_frame(&src, t, fft);
-        acc.add(&fft.spectrum, t == 0);
-    }
-    acc.totals()
+    hop: usize,
+    n_fft: usize,
+    t: usize,
 }
 
-/// Clip-level metrics of one clip, with per-worker FFT scratch.
+impl ComplexityPass<'_> {
+    /// Take every remaining frame that ends at or before sample `until`.
+    #[inline(always)]
+    fn advance(&mut self, until: usize) {
+        while self.t < self.n_frames && self.t * self.hop + self.n_fft <= until {
+            self.plan.transform_frame(&self.src, self.t, self.fft);
+            self.acc.add(&self.fft.spectrum);
+            self.t += 1;
+        }
+    }
+}
+
+/// Clip-level metrics of one clip, with per-worker FFT scratch; a NaN or an
+/// infinity in the clip is a [`AglError::NonFinite`] naming `item`.
 fn clip_metrics(
     x: &[f32],
+    item: usize,
     p: &QualityParams,
     plan: &StftPlan,
     welch: &mut Option<WelchScratch>,
     stft: &mut FftScratch,
     acc: &mut ComplexitySums,
-) -> QualityMetrics {
+) -> Result<QualityMetrics> {
     // The closure must inline into the AVX2 copy for its loops to use it.
-    crate::fastmath::vectorized(
+    let (st, m) = crate::fastmath::vectorized(
         #[inline(always)]
         || clip_metrics_impl(x, p, plan, welch, stft, acc),
-    )
+    );
+    if !st.finite() {
+        check_finite(x, &format!("audio buffer (item {item})"))?;
+    }
+    Ok(m)
 }
 
 #[inline(always)]
@@ -451,36 +623,53 @@ fn clip_metrics_impl(
     welch: &mut Option<WelchScratch>,
     stft: &mut FftScratch,
     acc: &mut ComplexitySums,
-) -> QualityMetrics {
-    let (sq, peak, full) = clip_stats(x, p.full_scale_threshold);
-    let n = x.len().max(1) as f64;
-    let rms = (sq / n).sqrt();
-    let clipping_ratio = if peak > 0.0 {
-        x.iter().filter(|v| v.abs() == peak).count() as f64 / n
-    } else {
-        0.0
+) -> (ClipStats, QualityMetrics) {
+    let mut st = ClipStats::new(p.full_scale_threshold);
+    let mut w = WelchPass::new(x, p.welch_nperseg, welch);
+    let nb = p.n_fft / 2 + 1;
+    acc.reset(nb);
+    let mut cx = ComplexityPass {
+        src: Source::plain(x),
+        plan,
+        fft: stft,
+        acc,
+        n_frames: match plan.n_frames(x.len()) {
+            Ok(t) if t >= 2 => t,
+            _ => 0,
+        },
+        hop: p.hop_length,
+        n_fft: p.n_fft,
+        t: 0,
     };
-    let full_scale_ratio = full as f64 / n;
+    for (b, block) in x.chunks(BLOCK).enumerate() {
+        let end = b * BLOCK + block.len();
+        st.feed(block);
+        w.advance(end);
+        cx.advance(end);
+    }
+    let complexity = cx.n_frames > 0;
+    let n = x.len().max(1) as f64;
     let flatness = if x.is_empty() {
         1.0
     } else {
-        flatness_of(
-            welch_psd(x, p.sr, p.welch_nperseg, welch).into_iter(),
-            p.amin,
-        )
+        flatness_of(w.finish(p.sr).into_iter(), p.amin)
     };
-    let (complexity, aci) = match plan.n_frames(x.len()) {
-        Ok(t) if t >= 2 => streaming_complexity(x, t, p.n_fft / 2 + 1, plan, stft, acc),
-        _ => (0.0, 0.0),
-    };
-    QualityMetrics {
-        rms,
+    let (complexity, aci) = if complexity { acc.totals() } else { (0.0, 0.0) };
+    let m = QualityMetrics {
+        rms: (st.sum_squares() / n).sqrt(),
         flatness,
-        clipping_ratio,
-        full_scale_ratio,
+        clipping_ratio: st.at_peak() as f64 / n,
+        full_scale_ratio: st.full() as f64 / n,
         complexity,
         aci,
-    }
+    };
+    (st, m)
+}
+
+/// The first error of a batch in item order (parallel workers may finish in
+/// any order; the error a caller sees does not depend on it).
+fn first_error<T>(results: Vec<Result<T>>) -> Result<Vec<T>> {
+    results.into_iter().collect()
 }
 
 /// Level summary of each item: `[peak |x|, RMS (f64 accumulation), share of
@@ -495,19 +684,23 @@ pub fn levels_batch(
     if !(threshold.is_finite() && threshold > 0.0) {
         return Err(AglError::param("threshold", threshold, "must be > 0"));
     }
-    check_items(items)?;
-    map_items(items.len(), n_threads, cancel, |i| {
+    let rows = map_items(items.len(), n_threads, cancel, |i| {
         let x = items[i];
         if x.is_empty() {
-            return Ok([0.0; 3]);
+            return Ok(Ok([0.0; 3]));
         }
-        let (sq, peak, full) = crate::fastmath::vectorized(
-            #[inline(always)]
-            || clip_stats(x, threshold),
-        );
+        let st = clip_stats(x, threshold);
+        if !st.finite() {
+            return Ok(check_finite(x, &format!("audio buffer (item {i})")).map(|_| [0.0; 3]));
+        }
         let n = x.len() as f64;
-        Ok([peak as f64, (sq / n).sqrt(), full as f64 / n])
-    })
+        Ok(Ok([
+            st.peak() as f64,
+            (st.sum_squares() / n).sqrt(),
+            st.full() as f64 / n,
+        ]))
+    })?;
+    first_error(rows)
 }
 
 /// Clip-level metrics of every clip of a batch, in parallel over clips.
@@ -518,19 +711,19 @@ pub fn quality_batch(
     cancel: &Cancel,
 ) -> Result<Vec<QualityMetrics>> {
     p.validate()?;
-    check_items(items)?;
     let mut sp = StftParams::new(p.n_fft);
     sp.hop_length = p.hop_length;
     sp.center = false;
     let plan = StftPlan::new(sp)?;
-    map_items(items.len(), n_threads, cancel, |i| {
+    let rows = map_items(items.len(), n_threads, cancel, |i| {
         let mut welch = None;
         let mut stft = FftScratch::new(p.n_fft);
         let mut acc = ComplexitySums::default();
         Ok(clip_metrics(
-            items[i], p, &plan, &mut welch, &mut stft, &mut acc,
+            items[i], i, p, &plan, &mut welch, &mut stft, &mut acc,
         ))
-    })
+    })?;
+    first_error(rows)
 }
 
 /// Sum of squares with eight float32 lanes (vectorised), added in f64.
@@ -714,6 +907,78 @@ mod tests {
         let x = vec![0.7f32; 40000];
         let m = quality_batch(&[&x], &QualityParams::new(16000.0), Some(1), never()).unwrap();
         assert_eq!((m[0].complexity, m[0].aci), (0.0, 0.0));
+    }
+
+    #[test]
+    fn one_pass_statistics_match_their_definitions() {
+        // Ties at the peak in several lanes, a peak reached late in one lane
+        // after an earlier lower plateau, a tail shorter than the lanes,
+        // and lengths around the block size.
+        for len in [1, 15, 17, 1000, BLOCK - 3, BLOCK, 2 * BLOCK + 5] {
+            let mut x: Vec<f32> = noise(len, 7).iter().map(|v| v * 0.5).collect();
+            for (i, v) in x.iter_mut().enumerate() {
+                if i % 37 == 5 {
+                    *v = 0.75;
+                }
+                if i % 101 == 50 {
+                    *v = -0.9;
+                }
+            }
+            let peak = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let at = x.iter().filter(|v| v.abs() == peak).count() as u64;
+            let full = x.iter().filter(|v| v.abs() >= 0.7).count() as u64;
+            let sq: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+            let st = clip_stats(&x, 0.7);
+            assert_eq!(
+                (st.peak(), st.at_peak(), st.full()),
+                (peak, at, full),
+                "{len}"
+            );
+            assert!((st.sum_squares() - sq).abs() <= 1e-12 * sq, "{len}");
+            // Fed in blocks as the clip pass does: the same statistics.
+            let mut blocks = ClipStats::new(0.7);
+            for b in x.chunks(BLOCK) {
+                blocks.feed(b);
+            }
+            assert_eq!(blocks.sum_squares(), st.sum_squares());
+            assert_eq!((blocks.at_peak(), blocks.full()), (at, full));
+        }
+    }
+
+    #[test]
+    fn the_clip_pass_equals_the_separate_kernels() {
+        // Welch resumed block by block gives the whole-clip PSD to the bit.
+        let x = noise(3 * BLOCK + 777, 9);
+        let p = QualityParams::new(32000.0);
+        let m = quality_batch(&[&x], &p, Some(1), never()).unwrap()[0];
+        let psd = welch_psd(&x, p.sr, p.welch_nperseg, &mut None);
+        assert_eq!(m.flatness, flatness_of(psd.into_iter(), p.amin));
+        let (cr, fs) = clipping_ratios(&x, p.full_scale_threshold);
+        assert_eq!((m.clipping_ratio, m.full_scale_ratio), (cr, fs));
+    }
+
+    #[test]
+    fn the_first_bad_item_is_reported_whatever_the_threads() {
+        let good = noise(5000, 1);
+        let mut bad1 = noise(5000, 2);
+        bad1[4321] = f32::NAN;
+        let mut bad3 = noise(5000, 3);
+        bad3[7] = f32::INFINITY;
+        let items: Vec<&[f32]> = vec![&good, &bad1, &good, &bad3];
+        for threads in [1, 2] {
+            let p = QualityParams::new(16000.0);
+            for err in [
+                quality_batch(&items, &p, Some(threads), never()).map(|_| ()),
+                levels_batch(&items, 0.999, Some(threads), never()).map(|_| ()),
+            ] {
+                match err {
+                    Err(AglError::NonFinite { what, index }) => {
+                        assert_eq!((what.as_str(), index), ("audio buffer (item 1)", 4321))
+                    }
+                    other => panic!("expected NonFinite, got {other:?}"),
+                }
+            }
+        }
     }
 
     #[test]
