@@ -10,9 +10,10 @@ Two channel set-ups, each measured on both sides:
   binaural features): both channels are resampled; levels are taken over
   both, the quality filters on their mean.
 
-* agl-fast: ``agl_fast.load_many`` (Rust decode + resample, one file per
-  worker thread) then the pipeline's metric stages (levels and the quality
-  filters of ``agl_fast.quality``).
+* agl-fast: what ``agl-fast curate`` does per batch of files:
+  ``agl_fast.load_arrays`` (Rust decode + resample, one file per worker
+  thread) then the pipeline's metric stages (levels and the quality filters
+  of ``agl_fast.quality``).
 * librosa: ``librosa.load(sr=32000, mono=..., res_type='soxr_hq')`` then the
   same peak / RMS / clipped-share reductions in numpy and the same four
   filters on the (mean) channel with numpy, ``scipy.signal.welch``,
@@ -42,10 +43,13 @@ from pathlib import Path
 import numpy as np
 
 import agl_fast
+from agl_fast.pipeline.run import CurateConfig
 from agl_fast.pipeline.stages import Clips, levels_stage, quality_stage
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "agl1k"
 CLIP = 0.999
+#: Files per batch, as ``agl-fast curate`` runs them.
+BATCH = CurateConfig().batch_size
 
 
 def corpus(directory: Path, target_s: float) -> tuple[list[str], float]:
@@ -80,16 +84,10 @@ def run_agl(paths: list[str], workers: int, mono: bool) -> tuple[float, float]:
     stages.append(q)
     c0 = _cpu(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    for start in range(0, len(paths), workers * 2):
-        batch = paths[start : start + workers * 2]
-        t = agl_fast.load_many(batch, sr=32000, mono=mono, n_threads=workers)
-        if mono:
-            audio = [item.values.to_numpy()[None] for item in t.column("samples")]
-        else:
-            audio = [
-                item.values.flatten().to_numpy().reshape(len(item), -1)
-                for item in t.column("samples")
-            ]
+    for start in range(0, len(paths), BATCH):
+        batch = paths[start : start + BATCH]
+        arrays, _ = agl_fast.load_arrays(batch, sr=32000, mono=mono, n_threads=workers)
+        audio = [a for a in arrays if a is not None]
         clips = Clips(list(batch), audio, 32000, start)
         for st in stages:
             st(clips)

@@ -180,6 +180,29 @@ def test_load_many_rows_and_errors(tmp_path: Path) -> None:
         agl_fast.load_many([good], keys=["a", "b"])
 
 
+@pytest.mark.parametrize("mono", [False, True])
+def test_load_arrays_equal_load_many_and_load(tmp_path: Path, mono: bool) -> None:
+    good = tmp_path / "good.flac"
+    sf.write(good, _noise(9000, 2, seed=5), 44100, subtype="PCM_24")
+    other = tmp_path / "other.wav"
+    sf.write(other, _noise(5000, 1, seed=6), 22050, subtype="FLOAT")
+    bad = tmp_path / "bad.mp3"
+    bad.write_bytes(b"ID3\x03\x00" + bytes(64))
+    paths = [good, bad, other]
+    arrays, meta = agl_fast.load_arrays(paths, keys=["a", "b", "c"], mono=mono, n_threads=2)
+    t = agl_fast.load_many(paths, keys=["a", "b", "c"], mono=mono, n_threads=2)
+    assert meta.equals(t.drop_columns(["samples"]))
+    assert arrays[1] is None and meta.column("error_type")[1].as_py() == "AudioDecodeError"
+    for i in (0, 2):
+        a = arrays[i]
+        assert a is not None and a.dtype == np.float32 and a.flags.c_contiguous
+        assert a.shape == (meta.column("channels")[i].as_py(), meta.column("frames")[i].as_py())
+        row = np.asarray(t.column("samples")[i].as_py(), np.float32)
+        np.testing.assert_array_equal(a, row.reshape(a.shape))
+        y, _ = agl_fast.load(paths[i], mono=mono)
+        np.testing.assert_array_equal(a, y.reshape(a.shape))
+
+
 def _ffmpeg_decode(path: Path) -> np.ndarray:
     raw = subprocess.run(
         [

@@ -14,7 +14,7 @@ from __future__ import annotations
 from . import exceptions, quality, room
 from ._config import get_num_threads, set_num_threads
 from ._native import __version__
-from .audio import load, load_many, resample
+from .audio import load, load_arrays, load_many, resample
 from .bands import band_room_parameters
 from .features import (
     amplitude_to_db,
@@ -47,6 +47,7 @@ __all__ = [
     "kaldi_mel_filterbank",
     "librosa_logmel",
     "load",
+    "load_arrays",
     "load_many",
     "logmel",
     "mel_filterbank",

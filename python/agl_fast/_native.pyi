@@ -209,8 +209,9 @@ def load_many(
     max_duration: float | None = None,
     res_type: str = "hq",
     n_threads: int | None = None,
+    join: bool = True,
 ) -> tuple[
-    npt.NDArray[np.float32],
+    npt.NDArray[np.float32] | list[npt.NDArray[np.float32] | None],
     npt.NDArray[np.uint64],
     npt.NDArray[np.uint64],
     list[int],

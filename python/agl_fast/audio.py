@@ -32,7 +32,7 @@ from . import _native
 from ._config import resolve_threads
 from .exceptions import ParameterError
 
-__all__ = ["load", "load_many", "resample"]
+__all__ = ["load", "load_arrays", "load_many", "resample"]
 
 PathLike = str | os.PathLike[str]
 
@@ -147,13 +147,117 @@ def load_many(
         ``source_sr``, ``source_channels``, ``truncated``, ``error_type``,
         ``error_message``.
     """
+    str_paths, keys = _paths_and_keys(paths, keys)
+    data, meta = _decode_batch(
+        str_paths,
+        join=True,
+        sr=sr,
+        mono=mono,
+        channel=channel,
+        offset=offset,
+        duration=duration,
+        max_duration=max_duration,
+        res_type=res_type,
+        n_threads=n_threads,
+    )
+    chans, frames, failed = meta["channels"], meta["frames"], meta["failed"]
+    mask = pa.array(failed)
+    values = pa.array(data, type=pa.float32())
+    if mono or channel is not None:
+        offsets = np.zeros(len(frames) + 1, np.int64)
+        np.cumsum(frames, out=offsets[1:])
+        samples = pa.LargeListArray.from_arrays(pa.array(offsets), values, mask=mask)
+    else:
+        inner_len = np.repeat(frames, chans)
+        inner_off = np.zeros(len(inner_len) + 1, np.int64)
+        np.cumsum(inner_len, out=inner_off[1:])
+        inner = pa.LargeListArray.from_arrays(pa.array(inner_off), values)
+        outer_off = np.zeros(len(chans) + 1, np.int32)
+        np.cumsum(chans, out=outer_off[1:])
+        samples = pa.ListArray.from_arrays(pa.array(outer_off), inner, mask=mask)
+    table = _meta_table(keys, str_paths, meta)
+    return table.add_column(2, "samples", samples)
+
+
+def load_arrays(
+    paths: Sequence[PathLike],
+    *,
+    keys: Sequence[str] | None = None,
+    sr: int | None = 32000,
+    mono: bool = False,
+    offset: float = 0.0,
+    duration: float | None = None,
+    channel: int | None = None,
+    max_duration: float | None = None,
+    res_type: str = "hq",
+    n_threads: int | None = None,
+) -> tuple[list[np.ndarray | None], pa.Table]:
+    """Decode many files in parallel into one array per file.
+
+    :func:`load_many` without the join into one Arrow column: each file's
+    samples stay in the buffer the decoder wrote (no copy for mono output),
+    which is what a pipeline that works file by file wants.
+
+    Parameters
+    ----------
+    paths, keys, sr, mono, offset, duration, channel, max_duration, res_type, n_threads
+        As in :func:`load_many`.
+
+    Returns
+    -------
+    arrays : list of np.ndarray [shape=(channels, n), dtype=float32] or None
+        One entry per path; ``None`` where the file failed.
+    table : pyarrow.Table
+        :func:`load_many`'s table without the ``samples`` column.
+    """
+    str_paths, keys = _paths_and_keys(paths, keys)
+    data, meta = _decode_batch(
+        str_paths,
+        join=False,
+        sr=sr,
+        mono=mono,
+        channel=channel,
+        offset=offset,
+        duration=duration,
+        max_duration=max_duration,
+        res_type=res_type,
+        n_threads=n_threads,
+    )
+    arrays = [
+        None if a is None else a.reshape(int(c), -1)
+        for a, c in zip(data, meta["channels"], strict=True)
+    ]
+    return arrays, _meta_table(keys, str_paths, meta)
+
+
+def _paths_and_keys(
+    paths: Sequence[PathLike], keys: Sequence[str] | None
+) -> tuple[list[str], Sequence[str]]:
     str_paths = [os.fspath(p) for p in paths]
     if keys is None:
-        keys = str_paths
-    elif len(keys) != len(str_paths):
+        return str_paths, str_paths
+    if len(keys) != len(str_paths):
         raise ParameterError(
             f"keys must have one entry per path, got {len(keys)} keys for {len(str_paths)} paths"
         )
+    return str_paths, keys
+
+
+def _decode_batch(
+    str_paths: list[str],
+    *,
+    join: bool,
+    sr: int | None,
+    mono: bool,
+    channel: int | None,
+    offset: float,
+    duration: float | None,
+    max_duration: float | None,
+    res_type: str,
+    n_threads: int | None,
+) -> tuple[Any, dict[str, Any]]:
+    """The native batch decode: the sample data (joined or per file) and the
+    per-file layout, metadata and errors."""
     data, chans, frames, srs, src_srs, src_chs, trunc, kinds, msgs = _native.load_many(
         str_paths,
         sr=sr,
@@ -164,26 +268,28 @@ def load_many(
         max_duration=None if max_duration is None else float(max_duration),
         res_type=res_type,
         n_threads=resolve_threads(n_threads),
+        join=join,
     )
-    failed = np.array([k is not None for k in kinds], dtype=bool)
-    mask = pa.array(failed)
-    values = pa.array(data, type=pa.float32())
-    flat = mono or channel is not None
-    if flat:
-        offsets = np.zeros(len(frames) + 1, np.int64)
-        np.cumsum(frames, out=offsets[1:])
-        samples = pa.LargeListArray.from_arrays(pa.array(offsets), values, mask=mask)
-    else:
-        inner_len = np.repeat(frames.astype(np.int64), chans.astype(np.int64))
-        inner_off = np.zeros(len(inner_len) + 1, np.int64)
-        np.cumsum(inner_len, out=inner_off[1:])
-        inner = pa.LargeListArray.from_arrays(pa.array(inner_off), values)
-        outer_off = np.zeros(len(chans) + 1, np.int32)
-        np.cumsum(chans, out=outer_off[1:])
-        samples = pa.ListArray.from_arrays(pa.array(outer_off), inner, mask=mask)
-    frames_i = frames.astype(np.int64)
-    sr_arr = np.asarray(srs, np.int64)
-    dur = np.where(sr_arr > 0, frames_i / np.maximum(sr_arr, 1), 0.0)
+    meta = {
+        "channels": chans.astype(np.int64),
+        "frames": frames.astype(np.int64),
+        "sr": srs,
+        "source_sr": src_srs,
+        "source_channels": src_chs,
+        "truncated": trunc,
+        "kinds": kinds,
+        "messages": msgs,
+        "failed": np.array([k is not None for k in kinds], dtype=bool),
+    }
+    return data, meta
+
+
+def _meta_table(keys: Sequence[str], str_paths: list[str], meta: dict[str, Any]) -> pa.Table:
+    """Every column of :func:`load_many`'s table but ``samples``."""
+    failed = meta["failed"]
+    frames = meta["frames"]
+    sr_arr = np.asarray(meta["sr"], np.int64)
+    dur = np.where(sr_arr > 0, frames / np.maximum(sr_arr, 1), 0.0)
 
     def col(v: Any, t: pa.DataType) -> pa.Array:
         return pa.array(np.asarray(v), t, mask=failed)
@@ -192,16 +298,15 @@ def load_many(
         {
             "key": pa.array(list(keys), pa.string()),
             "path": pa.array(str_paths, pa.string()),
-            "samples": samples,
-            "sr": col(srs, pa.int32()),
-            "channels": col(chans, pa.int32()),
-            "frames": col(frames_i, pa.int64()),
+            "sr": col(meta["sr"], pa.int32()),
+            "channels": col(meta["channels"], pa.int32()),
+            "frames": col(frames, pa.int64()),
             "duration": col(dur, pa.float64()),
-            "source_sr": col(src_srs, pa.int32()),
-            "source_channels": col(src_chs, pa.int32()),
-            "truncated": col(trunc, pa.bool_()),
-            "error_type": pa.array(kinds, pa.string()),
-            "error_message": pa.array(msgs, pa.string()),
+            "source_sr": col(meta["source_sr"], pa.int32()),
+            "source_channels": col(meta["source_channels"], pa.int32()),
+            "truncated": col(meta["truncated"], pa.bool_()),
+            "error_type": pa.array(meta["kinds"], pa.string()),
+            "error_message": pa.array(meta["messages"], pa.string()),
         }
     )
 

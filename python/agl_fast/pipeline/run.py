@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import __version__
-from ..audio import load_many
+from ..audio import load_arrays
 from ..exceptions import ParameterError
 from .inputs import Inputs, extra_columns
 from .stages import Clips, FeatureStage, Stage, atomic_write_parquet, levels_stage
@@ -107,7 +107,7 @@ def _process_batch(
     stages: Sequence[Stage],
     inputs: Inputs,
 ) -> pa.Table:
-    t = load_many(
+    arrays, table = load_arrays(
         paths,
         keys=keys,
         sr=cfg.sr,
@@ -116,17 +116,11 @@ def _process_batch(
         res_type=cfg.res_type,
         n_threads=cfg.workers,
     )
-    ok = [i for i, e in enumerate(t.column("error_type").to_pylist()) if e is None]
-    samples = t.column("samples")
-    audio = []
-    for i in ok:
-        item = samples[i].values if cfg.mono else samples[i].values.flatten()
-        ch = 1 if cfg.mono else len(samples[i])
-        audio.append(item.to_numpy(zero_copy_only=False).reshape(ch, -1))
+    ok = [i for i, a in enumerate(arrays) if a is not None]
+    audio = [a for a in arrays if a is not None]
     clips = Clips([keys[i] for i in ok], audio, cfg.sr, batch_id)
-    table = t.drop_columns(["samples"])
     stage_errors: list[str | None] = [None] * len(keys)
-    passed = [e is None for e in t.column("error_type").to_pylist()]
+    passed = [a is not None for a in arrays]
     for st in stages:
         try:
             cols = st(clips) if len(clips) else {}

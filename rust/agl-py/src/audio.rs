@@ -84,14 +84,21 @@ pub fn load<'py>(
     let work = work_of(std::slice::from_ref(&path));
     let d = gateway::run(py, work, |c| decode_file(&path, &p, c))?;
     let (n_ch, n) = (d.channels.len(), d.frames());
-    let flat: Vec<f32> = d.channels.concat();
-    let arr = flat.into_pyarray(py).reshape([n_ch, n])?;
+    let arr = planar(d.channels).into_pyarray(py).reshape([n_ch, n])?;
     Ok((arr, d.sr, d.source_sr, d.source_channels, d.truncated))
+}
+
+/// A file's channels one after another; one channel is moved, not copied.
+fn planar(mut channels: Vec<Vec<f32>>) -> Vec<f32> {
+    if channels.len() == 1 {
+        return channels.pop().unwrap_or_default();
+    }
+    channels.concat()
 }
 
 /// Per-batch result of `load_many`.
 type Many<'py> = (
-    Bound<'py, PyArray1<f32>>,
+    Bound<'py, PyAny>,
     Bound<'py, PyArray1<u64>>,
     Bound<'py, PyArray1<u64>>,
     Vec<u32>,
@@ -104,10 +111,12 @@ type Many<'py> = (
 
 /// Decode many files in parallel. Returns `(data, channels, frames, sr,
 /// source_sr, source_channels, truncated, error_kind, error_message)`:
-/// `data` holds every file's channels one after another (planar); failed
-/// files have zero channels and an error.
+/// with `join`, `data` holds every file's channels one after another
+/// (planar) in one array; without, it is a list with one planar array per
+/// file (`None` for a failed one; a mono file's array is the decoder's own
+/// buffer, not a copy). Failed files have zero channels and an error.
 #[pyfunction]
-#[pyo3(signature = (paths, sr=Some(32000), mono=false, channel=None, offset=0.0, duration=None, max_duration=None, res_type="hq", n_threads=None))]
+#[pyo3(signature = (paths, sr=Some(32000), mono=false, channel=None, offset=0.0, duration=None, max_duration=None, res_type="hq", n_threads=None, join=true))]
 #[allow(clippy::too_many_arguments)]
 pub fn load_many<'py>(
     py: Python<'py>,
@@ -120,6 +129,7 @@ pub fn load_many<'py>(
     max_duration: Option<f64>,
     res_type: &str,
     n_threads: Option<usize>,
+    join: bool,
 ) -> PyResult<Many<'py>> {
     let p = params(sr, mono, channel, offset, duration, max_duration, res_type)?;
     let work = work_of(&paths);
@@ -128,7 +138,8 @@ pub fn load_many<'py>(
         .iter()
         .map(|r| r.as_ref().map_or(0, |d| d.channels.len() * d.frames()))
         .sum();
-    let mut data = Vec::with_capacity(total);
+    let mut data = Vec::with_capacity(if join { total } else { 0 });
+    let mut each = Vec::with_capacity(if join { 0 } else { res.len() });
     let n = res.len();
     let (mut chans, mut frames) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut srs, mut src_srs, mut src_chs) = (Vec::new(), Vec::new(), Vec::new());
@@ -138,15 +149,19 @@ pub fn load_many<'py>(
             Ok(d) => {
                 chans.push(d.channels.len() as u64);
                 frames.push(d.frames() as u64);
-                for c in &d.channels {
-                    data.extend_from_slice(c);
-                }
                 srs.push(d.sr);
                 src_srs.push(d.source_sr);
                 src_chs.push(d.source_channels as u64);
                 trunc.push(d.truncated);
                 kinds.push(None);
                 msgs.push(None);
+                if join {
+                    for c in &d.channels {
+                        data.extend_from_slice(c);
+                    }
+                } else {
+                    each.push(Some(planar(d.channels).into_pyarray(py)));
+                }
             }
             Err(e) => {
                 chans.push(0);
@@ -157,11 +172,17 @@ pub fn load_many<'py>(
                 trunc.push(false);
                 kinds.push(Some(error_kind(&e)));
                 msgs.push(Some(e.to_string()));
+                each.push(None);
             }
         }
     }
+    let data = if join {
+        data.into_pyarray(py).into_any()
+    } else {
+        each.into_pyobject(py)?.into_any()
+    };
     Ok((
-        data.into_pyarray(py),
+        data,
         chans.into_pyarray(py),
         frames.into_pyarray(py),
         srs,
