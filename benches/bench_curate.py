@@ -25,8 +25,10 @@ repeatedly to about 2 hours of audio (``--quick``: about 9 minutes).
 Prints a Markdown table of x real time per core (audio seconds over wall
 seconds times workers) and the speed ratio, then the same per CPU second
 (user + system time of the process and its worker processes), which holds
-when other jobs share the machine; ``--gate R`` exits 1 if a 1-worker
-wall-clock ratio is below ``R``.
+when other jobs share the machine. ``--repeat N`` runs each side N times
+per row, alternating, and keeps the fastest (wall and CPU separately), which
+steadies figures on a machine whose speed drifts; ``--gate R`` exits 1 if a
+1-worker wall-clock ratio is below ``R``.
 """
 
 from __future__ import annotations
@@ -132,6 +134,9 @@ def main() -> int:
     ap.add_argument("--hours", type=float, default=2.0)
     ap.add_argument("--channels", choices=["mono", "stereo", "both"], default="both")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="runs per side and row; the fastest counts"
+    )
     ap.add_argument("--gate", type=float, default=None, help="minimum 1-worker speed ratio")
     args = ap.parse_args()
     target = 540.0 if args.quick else args.hours * 3600
@@ -144,8 +149,13 @@ def main() -> int:
             _librosa_one(paths[0], mono)  # import and warm up outside the timing
             agl_fast.load_many(paths[:1], mono=mono)
             for w in args.workers:
-                ta, ca = run_agl(paths, w, mono)
-                tl, cl = run_librosa(paths, w, mono)
+                runs = [(run_agl(paths, w, mono), run_librosa(paths, w, mono))]
+                runs += [
+                    (run_agl(paths, w, mono), run_librosa(paths, w, mono))
+                    for _ in range(args.repeat - 1)
+                ]
+                ta, ca = (min(r[0][k] for r in runs) for k in (0, 1))
+                tl, cl = (min(r[1][k] for r in runs) for k in (0, 1))
                 rows.append((setup, w, total / ta / w, total / tl / w, tl / ta))
                 cpu_rows.append((setup, w, total / ca, total / cl, cl / ca))
     print(

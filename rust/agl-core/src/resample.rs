@@ -287,7 +287,11 @@ struct Walk {
 /// a filter phase, and the vector passes compute a phase's outputs
 /// together, so a batch should hold many of them.
 fn batch_outputs(up: u64) -> u64 {
-    (32 * up).max(8192)
+    // Whole rounds of eight outputs per phase (see `produce`), about 8,192
+    // outputs: the input a batch reads stays in cache while every phase
+    // walks it.
+    let round = 8 * up;
+    round * (8192 / round).max(4)
 }
 
 /// The outputs of a run grouped by filter phase: outputs `i`, `i + L`,
@@ -614,7 +618,10 @@ impl Resampler {
         if end < self.next_out + batch_outputs(up) {
             return;
         }
-        self.produce_until(end);
+        // Whole rounds of eight outputs per phase, so that every group of
+        // the vector passes is full; the rest waits for the next batch.
+        let round = 8 * up;
+        self.produce_until(self.next_out + (end - self.next_out) / round * round);
         // Drop history no later output needs.
         let n0_next = (self.next_out as u128 * down as u128 / up as u128) as i64;
         let keep_from = n0_next - self.k.lead as i64 + 1;
@@ -627,6 +634,34 @@ impl Resampler {
         }
     }
 
+    /// Outputs `next_out..end` by the vector pass (tabulated kernel).
+    #[cfg(target_arch = "x86_64")]
+    fn vector_batch(&mut self, end: u64) {
+        let k = &self.k;
+        let (up, down) = (k.up, k.down);
+        let num = self.next_out as u128 * down as u128;
+        let (n0, frac) = ((num / up as u128) as i64, (num % up as u128) as usize);
+        let walk = Walk {
+            start: (n0 - k.lead as i64 + 1 - self.buf_start) as usize,
+            frac,
+            step_n: (down / up) as usize,
+            step_f: (down % up) as usize,
+            up: up as usize,
+        };
+        let count = (end - self.next_out) as usize;
+        let at = self.out.first().map_or(0, |o| o.len());
+        for o in &mut self.out {
+            o.resize(at + count, 0.0);
+        }
+        if let ([b0, b1], [o0, o1]) = (&self.buf[..], &mut self.out[..]) {
+            run_simd::<2>(k, [b0, b1], walk, count, [&mut o0[at..], &mut o1[at..]]);
+        } else {
+            for (b, o) in self.buf.iter().zip(self.out.iter_mut()) {
+                run_simd::<1>(k, [b], walk, count, [&mut o[at..]]);
+            }
+        }
+    }
+
     fn produce_until(&mut self, end: u64) {
         let (up, down, lead) = (self.k.up, self.k.down, self.k.lead as i64);
         let taps = self.k.taps();
@@ -634,34 +669,21 @@ impl Resampler {
         if end <= self.next_out {
             return;
         }
+        #[cfg(target_arch = "x86_64")]
+        if k.simd && !k.interpolated {
+            // Batches of a bounded size, however much input is waiting (a
+            // whole file pushed at once), so each stays in cache.
+            let sub = batch_outputs(up);
+            while self.next_out < end {
+                let stop = (self.next_out + sub).min(end);
+                self.vector_batch(stop);
+                self.next_out = stop;
+            }
+            return;
+        }
         let num = self.next_out as u128 * down as u128;
         let (n0_first, frac_first) = ((num / up as u128) as i64, (num % up as u128) as u64);
         let (step_n, step_f) = ((down / up) as i64, down % up);
-        #[cfg(target_arch = "x86_64")]
-        if k.simd && !k.interpolated {
-            let start = (n0_first - lead + 1 - self.buf_start) as usize;
-            let count = (end - self.next_out) as usize;
-            let walk = Walk {
-                start,
-                frac: frac_first as usize,
-                step_n: step_n as usize,
-                step_f: step_f as usize,
-                up: up as usize,
-            };
-            let at = self.out.first().map_or(0, |o| o.len());
-            for o in &mut self.out {
-                o.resize(at + count, 0.0);
-            }
-            if let ([b0, b1], [o0, o1]) = (&self.buf[..], &mut self.out[..]) {
-                run_simd::<2>(k, [b0, b1], walk, count, [&mut o0[at..], &mut o1[at..]]);
-            } else {
-                for (b, o) in self.buf.iter().zip(self.out.iter_mut()) {
-                    run_simd::<1>(k, [b], walk, count, [&mut o[at..]]);
-                }
-            }
-            self.next_out = self.next_out.max(end);
-            return;
-        }
         for (b, o) in self.buf.iter().zip(self.out.iter_mut()) {
             // Walk the phase incrementally: n0 + frac/L advances by M/L.
             let (mut n0, mut frac) = (n0_first, frac_first);
@@ -691,6 +713,8 @@ pub fn resample(
         return Ok(channels.iter().map(|c| c.to_vec()).collect());
     }
     let mut r = Resampler::new(in_sr, out_sr, channels.len(), quality)?;
+    let n = channels.first().map_or(0, |c| c.len()) as u64;
+    r.reserve_out(r.out_len(n) as usize);
     r.push(channels);
     Ok(r.finish())
 }
