@@ -18,6 +18,7 @@ pub mod mel;
 pub mod parallel;
 pub mod quality;
 pub mod resample;
+pub mod rfft;
 pub mod room;
 pub mod stft;
 #[cfg(test)]

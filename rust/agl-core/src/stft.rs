@@ -4,11 +4,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use num_complex::Complex32;
-use realfft::{RealFftPlanner, RealToComplex};
 
 use crate::batch::{run_framewise, FrameOutput, Layout};
 use crate::error::{check_finite, AglError, Result};
 use crate::parallel::Cancel;
+pub use crate::rfft::RealFft;
 use crate::window::{pad_center, Window};
 
 /// Padding applied at both ends when `center` is true.
@@ -119,21 +119,17 @@ impl StftParams {
     }
 }
 
-type PlanCache = (
-    RealFftPlanner<f32>,
-    HashMap<usize, Arc<dyn RealToComplex<f32>>>,
-);
-
-/// Cached forward real FFT plans, shared by all workers.
-pub fn rfft_plan(n: usize) -> Arc<dyn RealToComplex<f32>> {
-    static PLANS: OnceLock<Mutex<PlanCache>> = OnceLock::new();
-    let m = PLANS.get_or_init(|| Mutex::new((RealFftPlanner::new(), HashMap::new())));
-    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = g.1.get(&n) {
+/// Cached forward real FFT plans (see [`RealFft`]), shared by all workers.
+pub fn rfft_plan(n: usize) -> Arc<RealFft> {
+    static PLANS: OnceLock<Mutex<HashMap<usize, Arc<RealFft>>>> = OnceLock::new();
+    let m = PLANS.get_or_init(Default::default);
+    if let Some(p) = m.lock().unwrap_or_else(|e| e.into_inner()).get(&n) {
         return p.clone();
     }
-    let p = g.0.plan_fft_forward(n);
-    g.1.insert(n, p.clone());
+    let p = Arc::new(RealFft::new(n));
+    m.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(n, p.clone());
     p
 }
 
@@ -197,7 +193,7 @@ pub struct FftScratch {
     pub frame: Vec<f32>,
     pub spectrum: Vec<Complex32>,
     pub work: Vec<Complex32>,
-    plan: Arc<dyn RealToComplex<f32>>,
+    plan: Arc<RealFft>,
 }
 
 impl FftScratch {
