@@ -348,6 +348,28 @@ impl Iterator for PhaseGroups {
     }
 }
 
+/// Input offsets of a phase group's `G` rows, `start + g M` for its `m`
+/// outputs; rows past `m` repeat the first (in bounds; their sums are not
+/// stored). Asserts that every row's `taps` samples lie in each channel,
+/// which the vector passes' unchecked loads rely on.
+#[inline(always)]
+fn group_rows<const G: usize>(
+    start: usize,
+    m: usize,
+    down: usize,
+    taps: usize,
+    x: &[&[f32]],
+) -> [usize; G] {
+    let mut rows = [start; G];
+    for (g, r) in rows.iter_mut().enumerate().take(m) {
+        *r = start + g * down;
+    }
+    for xx in x {
+        assert!(rows[m - 1] + taps <= xx.len());
+    }
+    rows
+}
+
 /// The vector pass for a tabulated kernel, on the widest unit the CPU has.
 /// Both give the same bits (see [`run_avx512`]).
 #[cfg(target_arch = "x86_64")]
@@ -421,15 +443,7 @@ unsafe fn run_avx512<const C: usize, const G: usize>(
     let down = w.step_n * w.up + w.step_f;
     for (frac, start, first, m) in PhaseGroups::new(w, count, G) {
         let c = &coefs[frac * taps..(frac + 1) * taps];
-        // Rows past `m` repeat the first output's input (in bounds; their
-        // sums are not stored).
-        let mut rows = [0usize; G];
-        for (g, r) in rows.iter_mut().enumerate() {
-            *r = start + if g < m { g * down } else { 0 };
-        }
-        for xx in x {
-            assert!(rows[m - 1] + taps <= xx.len());
-        }
+        let rows = group_rows::<G>(start, m, down, taps, &x);
         let mut z = [[_mm512_setzero_ps(); G]; C];
         for j in (0..taps).step_by(LANES) {
             // SAFETY: `c` holds `taps` floats, a multiple of LANES = 16, and
@@ -476,13 +490,7 @@ unsafe fn run_avx2<const C: usize, const G: usize>(
     let down = w.step_n * w.up + w.step_f;
     for (frac, start, first, m) in PhaseGroups::new(w, count, G) {
         let c = &coefs[frac * taps..(frac + 1) * taps];
-        let mut rows = [0usize; G];
-        for (g, r) in rows.iter_mut().enumerate() {
-            *r = start + if g < m { g * down } else { 0 };
-        }
-        for xx in x {
-            assert!(rows[m - 1] + taps <= xx.len());
-        }
+        let rows = group_rows::<G>(start, m, down, taps, &x);
         let mut lo = [[_mm256_setzero_ps(); G]; C];
         let mut hi = [[_mm256_setzero_ps(); G]; C];
         for j in (0..taps).step_by(LANES) {
