@@ -88,9 +88,12 @@ def run_agl(paths: list[str], workers: int, mono: bool) -> tuple[float, float]:
     t0 = time.perf_counter()
     for start in range(0, len(paths), BATCH):
         batch = paths[start : start + BATCH]
-        arrays, _ = agl_fast.load_arrays(batch, sr=32000, mono=mono, n_threads=workers)
+        arrays, meta = agl_fast.load_arrays(batch, sr=32000, mono=mono, n_threads=workers)
         audio = [a for a in arrays if a is not None]
-        clips = Clips(list(batch), audio, 32000, start)
+        levels = np.column_stack(
+            [meta.column(c).to_numpy() for c in ("peak", "rms", "clipped_fraction")]
+        )
+        clips = Clips(list(batch), audio, 32000, start, levels)
         for st in stages:
             st(clips)
     return time.perf_counter() - t0, _cpu(resource.RUSAGE_SELF) - c0

@@ -191,12 +191,19 @@ def test_load_arrays_equal_load_many_and_load(tmp_path: Path, mono: bool) -> Non
     paths = [good, bad, other]
     arrays, meta = agl_fast.load_arrays(paths, keys=["a", "b", "c"], mono=mono, n_threads=2)
     t = agl_fast.load_many(paths, keys=["a", "b", "c"], mono=mono, n_threads=2)
-    assert meta.equals(t.drop_columns(["samples"]))
+    levels = ["peak", "rms", "clipped_fraction"]
+    assert meta.drop_columns(levels).equals(t.drop_columns(["samples"]))
     assert arrays[1] is None and meta.column("error_type")[1].as_py() == "AudioDecodeError"
+    assert [meta.column(c)[1].as_py() for c in levels] == [None] * 3
     for i in (0, 2):
         a = arrays[i]
         assert a is not None and a.dtype == np.float32 and a.flags.c_contiguous
         assert a.shape == (meta.column("channels")[i].as_py(), meta.column("frames")[i].as_py())
+        # The decoder's levels: over every sample of every channel.
+        v = a.astype(np.float64).ravel()
+        want = [np.abs(v).max(), np.sqrt(np.mean(v**2)), np.mean(np.abs(a.ravel()) >= 0.999)]
+        got = [meta.column(c)[i].as_py() for c in levels]
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
         row = np.asarray(t.column("samples")[i].as_py(), np.float32)
         np.testing.assert_array_equal(a, row.reshape(a.shape))
         y, _ = agl_fast.load(paths[i], mono=mono)

@@ -220,6 +220,7 @@ def load_many(
     list[bool],
     list[str | None],
     list[str | None],
+    npt.NDArray[np.float64],
 ]: ...
 def resample_array(
     y: npt.NDArray[np.float32], orig_sr: int, target_sr: int, res_type: str = "hq"

@@ -208,7 +208,11 @@ def load_arrays(
     arrays : list of np.ndarray [shape=(channels, n), dtype=float32] or None
         One entry per path; ``None`` where the file failed.
     table : pyarrow.Table
-        :func:`load_many`'s table without the ``samples`` column.
+        :func:`load_many`'s table without the ``samples`` column, plus
+        ``peak`` (max ``|x|``), ``rms`` and ``clipped_fraction`` (share of
+        samples with ``|x| >= 0.999``) of each file's output over all its
+        channels, taken in the decoder's finiteness pass (null for a failed
+        file).
     """
     str_paths, keys = _paths_and_keys(paths, keys)
     data, meta = _decode_batch(
@@ -227,7 +231,11 @@ def load_arrays(
         None if a is None else a.reshape(int(c), -1)
         for a, c in zip(data, meta["channels"], strict=True)
     ]
-    return arrays, _meta_table(keys, str_paths, meta)
+    table = _meta_table(keys, str_paths, meta)
+    lv, failed = meta["levels"], meta["failed"]
+    for k, name in enumerate(("peak", "rms", "clipped_fraction")):
+        table = table.append_column(name, pa.array(lv[:, k], pa.float64(), mask=failed))
+    return arrays, table
 
 
 def _paths_and_keys(
@@ -258,7 +266,7 @@ def _decode_batch(
 ) -> tuple[Any, dict[str, Any]]:
     """The native batch decode: the sample data (joined or per file) and the
     per-file layout, metadata and errors."""
-    data, chans, frames, srs, src_srs, src_chs, trunc, kinds, msgs = _native.load_many(
+    data, chans, frames, srs, src_srs, src_chs, trunc, kinds, msgs, levels = _native.load_many(
         str_paths,
         sr=sr,
         mono=mono,
@@ -280,6 +288,7 @@ def _decode_batch(
         "kinds": kinds,
         "messages": msgs,
         "failed": np.array([k is not None for k in kinds], dtype=bool),
+        "levels": levels,
     }
     return data, meta
 

@@ -99,6 +99,10 @@ def _prepare_out(out: Path, resume: bool) -> tuple[set[str], int]:
     return done, max(finished, default=-1) + 1
 
 
+#: The decoder's level columns, handed to the ``levels`` stage.
+_LEVELS = ("peak", "rms", "clipped_fraction")
+
+
 def _process_batch(
     keys: list[str],
     paths: list[str],
@@ -118,7 +122,9 @@ def _process_batch(
     )
     ok = [i for i, a in enumerate(arrays) if a is not None]
     audio = [a for a in arrays if a is not None]
-    clips = Clips([keys[i] for i in ok], audio, cfg.sr, batch_id)
+    levels = np.column_stack([table.column(c).to_numpy(zero_copy_only=False)[ok] for c in _LEVELS])
+    table = table.drop_columns(list(_LEVELS))
+    clips = Clips([keys[i] for i in ok], audio, cfg.sr, batch_id, levels)
     stage_errors: list[str | None] = [None] * len(keys)
     passed = [a is not None for a in arrays]
     for st in stages:

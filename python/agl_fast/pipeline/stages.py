@@ -59,12 +59,17 @@ class Clips:
         Sample rate in Hz.
     batch_id : int
         Index of the batch (stages that write files name them by it).
+    levels : np.ndarray [shape=(len(keys), 3), dtype=float64] or None
+        Peak ``|x|``, RMS and share of samples at or above
+        :data:`CLIP_LEVEL` of each clip, when the decoder already measured
+        them (the ``levels`` stage then reads them instead of another pass).
     """
 
     keys: list[str]
     audio: list[np.ndarray]
     sr: int
     batch_id: int
+    levels: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -119,8 +124,11 @@ def _levels(clips: Clips) -> Columns:
     # stages is finite: non-finite files are error rows at decoding).
     from .. import _native
 
-    flat = [np.ascontiguousarray(y, dtype=np.float32).reshape(-1) for y in clips.audio]
-    m = _native.levels(flat, CLIP_LEVEL)
+    if clips.levels is not None:
+        m = clips.levels
+    else:
+        flat = [np.ascontiguousarray(y, dtype=np.float32).reshape(-1) for y in clips.audio]
+        m = _native.levels(flat, CLIP_LEVEL)
     return {
         "peak_dbfs": pa.array(_db(m[:, 0]), pa.float64()),
         "rms_dbfs": pa.array(_db(m[:, 1]), pa.float64()),

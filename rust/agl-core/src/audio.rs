@@ -114,6 +114,10 @@ pub struct Decoded {
     pub source_frames: Option<u64>,
     /// The read stopped at `max_duration`.
     pub truncated: bool,
+    /// `[peak |x|, RMS, share of samples at or above
+    /// [`crate::quality::CLIP_LEVEL`]]` of the output, all channels, taken in
+    /// the pass that checks the output is finite.
+    pub levels: [f64; 3],
 }
 
 impl Decoded {
@@ -158,9 +162,15 @@ fn decode_inner(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decode
     finish(path, decode_symphonia(path, p, cancel)?)
 }
 
-fn finish(path: &Path, d: Decoded) -> Result<Decoded> {
-    for c in &d.channels {
-        crate::error::check_finite(c, &format!("the decoded audio of {}", path.display()))?;
+fn finish(path: &Path, mut d: Decoded) -> Result<Decoded> {
+    let parts: Vec<&[f32]> = d.channels.iter().map(|c| c.as_slice()).collect();
+    match crate::quality::clip_levels(&parts, crate::quality::CLIP_LEVEL) {
+        Some(levels) => d.levels = levels,
+        None => {
+            for c in &d.channels {
+                crate::error::check_finite(c, &format!("the decoded audio of {}", path.display()))?;
+            }
+        }
     }
     Ok(d)
 }
@@ -497,6 +507,7 @@ fn decode_symphonia(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<De
         source_channels: src_ch,
         source_frames: cp.n_frames,
         truncated,
+        levels: [0.0; 3],
     })
 }
 

@@ -217,6 +217,41 @@ fn clip_stats(x: &[f32], threshold: f32) -> ClipStats {
     )
 }
 
+/// Absolute level counted as clipped by [`clip_levels`] (full scale minus
+/// about 0.01 dB), the curation pipeline's threshold.
+pub const CLIP_LEVEL: f32 = 0.999;
+
+/// `[peak |x|, RMS, share of samples with |x| >= threshold]` over all
+/// `parts` of a clip (its channels) in one pass; zeros for an empty clip;
+/// `None` when a sample is NaN or infinite. The values equal
+/// [`levels_batch`]'s for the parts laid end to end (up to the order of the
+/// f64 sum of squares).
+pub fn clip_levels(parts: &[&[f32]], threshold: f32) -> Option<[f64; 3]> {
+    let n: usize = parts.iter().map(|p| p.len()).sum();
+    let st = crate::fastmath::vectorized(
+        #[inline(always)]
+        || {
+            let mut st = ClipStats::new(threshold);
+            for p in parts {
+                st.feed(p);
+            }
+            st
+        },
+    );
+    if !st.finite() {
+        return None;
+    }
+    if n == 0 {
+        return Some([0.0; 3]);
+    }
+    let nf = n as f64;
+    Some([
+        st.peak() as f64,
+        (st.sum_squares() / nf).sqrt(),
+        st.full() as f64 / nf,
+    ])
+}
+
 /// The paper's clipping ratio and the full-scale variant.
 pub fn clipping_ratios(x: &[f32], threshold: f32) -> (f64, f64) {
     if x.is_empty() {
@@ -943,6 +978,22 @@ mod tests {
             assert_eq!(blocks.sum_squares(), st.sum_squares());
             assert_eq!((blocks.at_peak(), blocks.full()), (at, full));
         }
+    }
+
+    #[test]
+    fn levels_of_parts_equal_levels_of_the_joined_clip() {
+        let (a, mut b) = (noise(1001, 4), noise(777, 5));
+        b[3] = 1.0;
+        b[9] = -1.0;
+        let joined: Vec<f32> = a.iter().chain(&b).copied().collect();
+        let parts = clip_levels(&[&a, &b], CLIP_LEVEL).unwrap();
+        let whole = levels_batch(&[&joined], CLIP_LEVEL, Some(1), never()).unwrap()[0];
+        assert_eq!((parts[0], parts[2]), (whole[0], whole[2]));
+        assert!((parts[1] - whole[1]).abs() <= 1e-14 * whole[1]);
+        assert_eq!(parts[2], 2.0 / 1778.0);
+        assert_eq!(clip_levels(&[&[], &[]], CLIP_LEVEL), Some([0.0; 3]));
+        b[100] = f32::NAN;
+        assert_eq!(clip_levels(&[&a, &b], CLIP_LEVEL), None);
     }
 
     #[test]

@@ -107,10 +107,13 @@ type Many<'py> = (
     Vec<bool>,
     Vec<Option<&'static str>>,
     Vec<Option<String>>,
+    Bound<'py, PyArray2<f64>>,
 );
 
 /// Decode many files in parallel. Returns `(data, channels, frames, sr,
-/// source_sr, source_channels, truncated, error_kind, error_message)`:
+/// source_sr, source_channels, truncated, error_kind, error_message,
+/// levels)` (`levels[i]`: peak, RMS and clipped share of file `i`'s output,
+/// zeros for a failed file):
 /// with `join`, `data` holds every file's channels one after another
 /// (planar) in one array; without, it is a list with one planar array per
 /// file (`None` for a failed one; a mono file's array is the decoder's own
@@ -144,6 +147,7 @@ pub fn load_many<'py>(
     let (mut chans, mut frames) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut srs, mut src_srs, mut src_chs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut trunc, mut kinds, mut msgs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut levels = Vec::with_capacity(3 * n);
     for r in res {
         match r {
             Ok(d) => {
@@ -153,6 +157,7 @@ pub fn load_many<'py>(
                 src_srs.push(d.source_sr);
                 src_chs.push(d.source_channels as u64);
                 trunc.push(d.truncated);
+                levels.extend(d.levels);
                 kinds.push(None);
                 msgs.push(None);
                 if join {
@@ -172,6 +177,7 @@ pub fn load_many<'py>(
                 trunc.push(false);
                 kinds.push(Some(error_kind(&e)));
                 msgs.push(Some(e.to_string()));
+                levels.extend([0.0; 3]);
                 each.push(None);
             }
         }
@@ -191,6 +197,7 @@ pub fn load_many<'py>(
         trunc,
         kinds,
         msgs,
+        levels.into_pyarray(py).reshape([n, 3])?,
     ))
 }
 

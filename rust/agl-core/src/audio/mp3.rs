@@ -91,5 +91,6 @@ pub(super) fn decode(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<O
         source_channels: src_ch,
         source_frames: announced,
         truncated,
+        levels: [0.0; 3],
     }))
 }
