@@ -10,7 +10,8 @@ decode get nulls. A stage that raises marks its whole batch with a
 Built in:
 
 * ``levels``: peak and RMS level in dBFS and the share of clipped samples
-  (always on; cheap numpy reductions).
+  (always on; measured by the decoder in its finiteness pass when it hands
+  them over in :attr:`Clips.levels`, else one native pass per clip).
 * ``quality``: the acoustic quality filters of :mod:`agl_fast.quality`, when
   that module is present (metrics, ``quality_pass`` and reasons).
 * ``features``: a feature preset (``bat`` or ``efficientat``) written to a
