@@ -125,6 +125,19 @@ impl Decoded {
     pub fn frames(&self) -> usize {
         self.channels.first().map_or(0, |c| c.len())
     }
+
+    /// The channels laid end to end (`[channels, frames]`, row-major). The
+    /// decoder reserves room for all of them in the first channel, so this
+    /// appends the others to it rather than copying everything into a new
+    /// buffer; one channel is moved as it is.
+    pub fn into_planar(self) -> Vec<f32> {
+        let mut it = self.channels.into_iter();
+        let mut first = it.next().unwrap_or_default();
+        for c in it {
+            first.extend_from_slice(&c);
+        }
+        first
+    }
 }
 
 fn dec_err(path: &Path, reason: impl std::fmt::Display) -> AglError {
@@ -296,18 +309,24 @@ impl Sink {
         };
         // A header can claim any length: the reservation is only a hint, and
         // a failed one leaves the vectors to grow as they go.
+        // The first channel gets room for all of them, so that laying the
+        // channels end to end (`Decoded::into_planar`) needs no new buffer.
         let expect = expect.map_or(0, |e| e.min(1 << 31) as usize);
+        let reserve = |out: &mut [Vec<f32>], n: usize| {
+            for (c, v) in out.iter_mut().enumerate() {
+                v.try_reserve_exact(if c == 0 { n * n_out } else { n }).ok();
+            }
+        };
         let mut plain = vec![Vec::new(); n_out];
         let resampler = match p.sr.filter(|&sr| sr != source_sr) {
             Some(sr) => {
                 let mut r = Resampler::new(source_sr, sr, n_out, p.quality)?;
-                r.reserve_out(r.out_len(expect as u64) as usize);
+                let n = r.out_len(expect as u64) as usize;
+                reserve(&mut r.out, n);
                 Some(r)
             }
             None => {
-                for v in &mut plain {
-                    v.try_reserve_exact(expect).ok();
-                }
+                reserve(&mut plain, expect);
                 None
             }
         };

@@ -84,16 +84,9 @@ pub fn load<'py>(
     let work = work_of(std::slice::from_ref(&path));
     let d = gateway::run(py, work, |c| decode_file(&path, &p, c))?;
     let (n_ch, n) = (d.channels.len(), d.frames());
-    let arr = planar(d.channels).into_pyarray(py).reshape([n_ch, n])?;
-    Ok((arr, d.sr, d.source_sr, d.source_channels, d.truncated))
-}
-
-/// A file's channels one after another; one channel is moved, not copied.
-fn planar(mut channels: Vec<Vec<f32>>) -> Vec<f32> {
-    if channels.len() == 1 {
-        return channels.pop().unwrap_or_default();
-    }
-    channels.concat()
+    let meta = (d.sr, d.source_sr, d.source_channels, d.truncated);
+    let arr = d.into_planar().into_pyarray(py).reshape([n_ch, n])?;
+    Ok((arr, meta.0, meta.1, meta.2, meta.3))
 }
 
 /// Per-batch result of `load_many`.
@@ -165,7 +158,7 @@ pub fn load_many<'py>(
                         data.extend_from_slice(c);
                     }
                 } else {
-                    each.push(Some(planar(d.channels).into_pyarray(py)));
+                    each.push(Some(d.into_planar().into_pyarray(py)));
                 }
             }
             Err(e) => {
