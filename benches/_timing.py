@@ -24,3 +24,23 @@ def best_time(
         fn()
         best = min(best, clock() - t)
     return best
+
+
+def best_times_interleaved(
+    fns: dict[str, Callable[[], object]], repeat: int = 1
+) -> dict[str, float]:
+    """Best of ``repeat`` one-thread runs of each function, in process CPU
+    seconds, the functions taking turns within every round (after one
+    untimed warm-up run each). Compared implementations then see the same
+    spells of a machine whose speed drifts, so their ratio holds even when
+    their absolute times do not.
+    """
+    for fn in fns.values():
+        fn()
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t = time.process_time()
+            fn()
+            best[name] = min(best[name], time.process_time() - t)
+    return best
