@@ -287,11 +287,16 @@ struct Walk {
 /// a filter phase, and the vector passes compute a phase's outputs
 /// together, so a batch should hold many of them.
 fn batch_outputs(up: u64) -> u64 {
-    // Whole rounds of eight outputs per phase (see `produce`), about 8,192
-    // outputs: the input a batch reads stays in cache while every phase
-    // walks it.
-    let round = 8 * up;
+    // Whole rounds (see `round_outputs`), about 8,192 outputs: the input a
+    // batch reads stays in cache while every phase walks it.
+    let round = round_outputs(up);
     round * (8192 / round).max(4)
+}
+
+/// Outputs in one round: eight per phase, the largest group of the vector
+/// passes, so that a batch of whole rounds fills every group.
+fn round_outputs(up: u64) -> u64 {
+    8 * up
 }
 
 /// The outputs of a run grouped by filter phase: outputs `i`, `i + L`,
@@ -626,9 +631,9 @@ impl Resampler {
         if end < self.next_out + batch_outputs(up) {
             return;
         }
-        // Whole rounds of eight outputs per phase, so that every group of
-        // the vector passes is full; the rest waits for the next batch.
-        let round = 8 * up;
+        // Whole rounds only, so that every group of the vector passes is
+        // full; the rest waits for the next batch.
+        let round = round_outputs(up);
         self.produce_until(self.next_out + (end - self.next_out) / round * round);
         // Drop history no later output needs.
         let n0_next = (self.next_out as u128 * down as u128 / up as u128) as i64;
