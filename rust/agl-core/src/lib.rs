@@ -14,6 +14,7 @@ pub mod error;
 pub mod fastmath;
 pub mod features;
 pub mod geo;
+pub mod lanefft;
 pub mod mel;
 pub mod parallel;
 pub mod quality;

@@ -1,0 +1,717 @@
+//! Frame-batched real FFT: [`LANES`] frames at once, one frame per SIMD lane.
+//!
+//! Small FFTs (a few hundred to a few thousand points) run far below a core's
+//! arithmetic peak in libraries that transform one frame at a time: their
+//! butterflies shuffle data between lanes and their passes are too short to
+//! hide latency. Here frame `l` of a block lives in lane `l` of every vector,
+//! so every butterfly, twiddle multiply and post-processing step is the same
+//! scalar program run on [`LANES`] independent frames: vertical vector
+//! arithmetic with no shuffles, twiddles broadcast from a table.
+//!
+//! The transform of `n = 2m` real samples packs the frame as `m` complex
+//! values `z[j] = x[2j] + i x[2j+1]`, loads them in bit-reversed order,
+//! runs `log2 m` radix-2 decimation-in-time stages (the first two fused into
+//! a multiply-free radix-4 pass, the rest fused in pairs so each element is
+//! loaded and stored once per two stages), and splits the result into the
+//! one-sided spectrum (see [`crate::rfft`] for the split).
+//!
+//! Every lane runs the same sequence of IEEE operations, with separate
+//! multiplies and adds (no fused multiply-add), so a frame's spectrum is
+//! bit-identical whichever lane, block, thread or instruction set (scalar,
+//! AVX2, AVX-512) computes it.
+
+/// Frames per block (one AVX-512 vector of `f32`, two AVX2 vectors).
+pub const LANES: usize = 16;
+
+/// One value per frame of a block.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C, align(64))]
+pub struct V(pub [f32; LANES]);
+
+impl V {
+    pub const ZERO: V = V([0.0; LANES]);
+
+    #[inline(always)]
+    pub fn splat(v: f32) -> V {
+        V([v; LANES])
+    }
+}
+
+/// Vector arithmetic on the [`LANES`] values of a [`V`], one backend per
+/// instruction set. Every backend performs the same IEEE operation per lane.
+///
+/// # Safety
+/// The methods of a backend may only run on a CPU with its instruction set
+/// (the dispatch in [`run`] checks it once).
+pub(crate) trait Lanes: Copy {
+    unsafe fn ld(v: &V) -> Self;
+    unsafe fn st(self, v: &mut V);
+    unsafe fn splat(x: f32) -> Self;
+    unsafe fn add(self, o: Self) -> Self;
+    unsafe fn sub(self, o: Self) -> Self;
+    unsafe fn mul(self, o: Self) -> Self;
+
+    /// Bit-reversed load of the packed complex sequence of each frame:
+    /// `re[rev[j]]`, `im[rev[j]]` get `src[l][2j]`, `src[l][2j + 1]` in
+    /// lane `l` (zeros in lanes `l >= used`). `src[l]` has `2 m` samples.
+    #[inline(always)]
+    unsafe fn load(src: &[&[f32]; LANES], used: usize, rev: &[u32], re: &mut [V], im: &mut [V]) {
+        load_portable(src, used, rev, re, im)
+    }
+}
+
+#[inline(always)]
+fn load_portable(src: &[&[f32]; LANES], used: usize, rev: &[u32], re: &mut [V], im: &mut [V]) {
+    for (j, &r) in rev.iter().enumerate() {
+        let r = r as usize;
+        let (mut vr, mut vi) = (V::ZERO, V::ZERO);
+        for (l, f) in src[..used].iter().enumerate() {
+            vr.0[l] = f[2 * j];
+            vi.0[l] = f[2 * j + 1];
+        }
+        re[r] = vr;
+        im[r] = vi;
+    }
+}
+
+/// Plain loops: any CPU.
+#[derive(Clone, Copy)]
+pub(crate) struct Portable(V);
+
+impl Lanes for Portable {
+    #[inline(always)]
+    unsafe fn ld(v: &V) -> Self {
+        Portable(*v)
+    }
+    #[inline(always)]
+    unsafe fn st(self, v: &mut V) {
+        *v = self.0;
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        Portable(V::splat(x))
+    }
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        Portable(V(std::array::from_fn(|l| self.0 .0[l] + o.0 .0[l])))
+    }
+    #[inline(always)]
+    unsafe fn sub(self, o: Self) -> Self {
+        Portable(V(std::array::from_fn(|l| self.0 .0[l] - o.0 .0[l])))
+    }
+    #[inline(always)]
+    unsafe fn mul(self, o: Self) -> Self {
+        Portable(V(std::array::from_fn(|l| self.0 .0[l] * o.0 .0[l])))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Lanes, LANES, V};
+    use std::arch::x86_64::*;
+
+    /// Two AVX registers per [`V`].
+    #[derive(Clone, Copy)]
+    pub(crate) struct Avx2(__m256, __m256);
+
+    impl Lanes for Avx2 {
+        #[inline(always)]
+        unsafe fn ld(v: &V) -> Self {
+            let p = v.0.as_ptr();
+            Avx2(_mm256_load_ps(p), _mm256_load_ps(p.add(8)))
+        }
+        #[inline(always)]
+        unsafe fn st(self, v: &mut V) {
+            let p = v.0.as_mut_ptr();
+            _mm256_store_ps(p, self.0);
+            _mm256_store_ps(p.add(8), self.1);
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            Avx2(_mm256_set1_ps(x), _mm256_set1_ps(x))
+        }
+        #[inline(always)]
+        unsafe fn add(self, o: Self) -> Self {
+            Avx2(_mm256_add_ps(self.0, o.0), _mm256_add_ps(self.1, o.1))
+        }
+        #[inline(always)]
+        unsafe fn sub(self, o: Self) -> Self {
+            Avx2(_mm256_sub_ps(self.0, o.0), _mm256_sub_ps(self.1, o.1))
+        }
+        #[inline(always)]
+        unsafe fn mul(self, o: Self) -> Self {
+            Avx2(_mm256_mul_ps(self.0, o.0), _mm256_mul_ps(self.1, o.1))
+        }
+    }
+
+    /// One AVX-512 register per [`V`].
+    #[derive(Clone, Copy)]
+    pub(crate) struct Avx512(__m512);
+
+    impl Lanes for Avx512 {
+        #[inline(always)]
+        unsafe fn ld(v: &V) -> Self {
+            Avx512(_mm512_load_ps(v.0.as_ptr()))
+        }
+        #[inline(always)]
+        unsafe fn st(self, v: &mut V) {
+            _mm512_store_ps(v.0.as_mut_ptr(), self.0)
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            Avx512(_mm512_set1_ps(x))
+        }
+        #[inline(always)]
+        unsafe fn add(self, o: Self) -> Self {
+            Avx512(_mm512_add_ps(self.0, o.0))
+        }
+        #[inline(always)]
+        unsafe fn sub(self, o: Self) -> Self {
+            Avx512(_mm512_sub_ps(self.0, o.0))
+        }
+        #[inline(always)]
+        unsafe fn mul(self, o: Self) -> Self {
+            Avx512(_mm512_mul_ps(self.0, o.0))
+        }
+
+        /// 16 x 16 in-register transposes: 16 samples of each of the 16
+        /// frames in, 8 complex values of the 16 frames out.
+        #[inline(always)]
+        unsafe fn load(
+            src: &[&[f32]; LANES],
+            used: usize,
+            rev: &[u32],
+            re: &mut [V],
+            im: &mut [V],
+        ) {
+            let m = rev.len();
+            if !m.is_multiple_of(8) {
+                return super::load_portable(src, used, rev, re, im);
+            }
+            let zero = _mm512_setzero_ps();
+            for c in 0..m / 8 {
+                let mut rows = [zero; LANES];
+                for (row, f) in rows.iter_mut().zip(&src[..used]) {
+                    *row = _mm512_loadu_ps(f[16 * c..16 * c + 16].as_ptr());
+                }
+                let out = transpose16(&rows);
+                for (i, v) in out.iter().enumerate() {
+                    let r = rev[8 * c + i / 2] as usize;
+                    let dst = if i % 2 == 0 { &mut re[r] } else { &mut im[r] };
+                    _mm512_store_ps(dst.0.as_mut_ptr(), *v);
+                }
+            }
+        }
+    }
+
+    /// `out[i]` lane `a` = `rows[a]` lane `i`.
+    #[inline(always)]
+    unsafe fn transpose16(r: &[__m512; 16]) -> [__m512; 16] {
+        let pd = |x| _mm512_castps_pd(x);
+        let ps = |x| _mm512_castpd_ps(x);
+        let mut a = [_mm512_setzero_ps(); 8];
+        let mut b = [_mm512_setzero_ps(); 8];
+        for p in 0..8 {
+            a[p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+            b[p] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+        }
+        // In 128-bit lane q, c[e][k] holds element 4q + e of rows 4k .. 4k+3.
+        let mut c = [[_mm512_setzero_ps(); 4]; 4];
+        for k in 0..4 {
+            c[0][k] = ps(_mm512_unpacklo_pd(pd(a[2 * k]), pd(a[2 * k + 1])));
+            c[1][k] = ps(_mm512_unpackhi_pd(pd(a[2 * k]), pd(a[2 * k + 1])));
+            c[2][k] = ps(_mm512_unpacklo_pd(pd(b[2 * k]), pd(b[2 * k + 1])));
+            c[3][k] = ps(_mm512_unpackhi_pd(pd(b[2 * k]), pd(b[2 * k + 1])));
+        }
+        // A 4 x 4 transpose of 128-bit blocks per element e.
+        let mut out = [_mm512_setzero_ps(); 16];
+        for (e, ce) in c.iter().enumerate() {
+            let d0 = _mm512_shuffle_f32x4::<0x44>(ce[0], ce[1]);
+            let d1 = _mm512_shuffle_f32x4::<0xEE>(ce[0], ce[1]);
+            let d2 = _mm512_shuffle_f32x4::<0x44>(ce[2], ce[3]);
+            let d3 = _mm512_shuffle_f32x4::<0xEE>(ce[2], ce[3]);
+            out[e] = _mm512_shuffle_f32x4::<0x88>(d0, d2);
+            out[4 + e] = _mm512_shuffle_f32x4::<0xDD>(d0, d2);
+            out[8 + e] = _mm512_shuffle_f32x4::<0x88>(d1, d3);
+            out[12 + e] = _mm512_shuffle_f32x4::<0xDD>(d1, d3);
+        }
+        out
+    }
+}
+
+/// `(ar + i ai) * (wr + i wi)` with a broadcast twiddle.
+#[inline(always)]
+unsafe fn cmul<R: Lanes>(ar: R, ai: R, wr: f32, wi: f32) -> (R, R) {
+    let (wr, wi) = (R::splat(wr), R::splat(wi));
+    (ar.mul(wr).sub(ai.mul(wi)), ar.mul(wi).add(ai.mul(wr)))
+}
+
+/// Lengths the lane transform takes: powers of two from 8 to 2^16.
+pub fn supports(n: usize) -> bool {
+    n.is_power_of_two() && (8..=1 << 16).contains(&n)
+}
+
+/// A planned frame-batched real FFT of `n` samples (see the module notes).
+#[derive(Debug, Clone)]
+pub struct LaneFft {
+    n: usize,
+    m: usize,
+    /// Bit reversal of `0..m` (`log2 m` bits).
+    rev: Vec<u32>,
+    /// Per stage of span `s = 8, 16, .., m`: `W_s^k = exp(-2 pi i k / s)`
+    /// for `k < s / 2`, stages concatenated (re, im).
+    tw: Vec<(f32, f32)>,
+    /// `W_n^k` for `k = 0 ..= m / 2` (the real-input split).
+    post: Vec<(f32, f32)>,
+}
+
+fn unit(k: usize, s: usize) -> (f32, f32) {
+    let a = -2.0 * std::f64::consts::PI * k as f64 / s as f64;
+    (a.cos() as f32, a.sin() as f32)
+}
+
+impl LaneFft {
+    /// Plan a transform of `n` real samples; `None` unless [`supports`]`(n)`.
+    pub fn new(n: usize) -> Option<Self> {
+        if !supports(n) {
+            return None;
+        }
+        let m = n / 2;
+        let bits = m.trailing_zeros();
+        let rev = (0..m as u32)
+            .map(|j| j.reverse_bits() >> (32 - bits))
+            .collect();
+        let mut tw = Vec::new();
+        let mut s = 8;
+        while s <= m {
+            tw.extend((0..s / 2).map(|k| unit(k, s)));
+            s *= 2;
+        }
+        let post = (0..=m / 2).map(|k| unit(k, n)).collect();
+        Some(LaneFft {
+            n,
+            m,
+            rev,
+            tw,
+            post,
+        })
+    }
+
+    /// Input length `n`.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Never empty (plans have `n >= 8`).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Bins of the one-sided spectrum, `n / 2 + 1`.
+    pub fn n_bins(&self) -> usize {
+        self.m + 1
+    }
+
+    /// Scratch for [`LaneFft::forward`]: real and imaginary parts of
+    /// `n / 2 + 1` bins.
+    pub fn make_buffers(&self) -> (Vec<V>, Vec<V>) {
+        (vec![V::ZERO; self.m + 1], vec![V::ZERO; self.m + 1])
+    }
+
+    /// One-sided spectra of up to [`LANES`] frames.
+    ///
+    /// `frames[l]` holds frame `l` (`n` samples each); lanes past
+    /// `frames.len()` transform zeros. On return `re[k].0[l] + i im[k].0[l]`
+    /// is bin `k` of frame `l`, `k = 0 ..= n / 2` (`re` and `im` need
+    /// `n / 2 + 1` entries).
+    pub fn forward(&self, frames: &[&[f32]], re: &mut [V], im: &mut [V]) {
+        run(
+            #[inline(always)]
+            |b| match b {
+                Backend::Portable => self.forward_with::<Portable>(frames, re, im),
+                #[cfg(target_arch = "x86_64")]
+                Backend::Avx2 => self.forward_with::<x86::Avx2>(frames, re, im),
+                #[cfg(target_arch = "x86_64")]
+                Backend::Avx512 => self.forward_with::<x86::Avx512>(frames, re, im),
+            },
+        )
+    }
+
+    #[inline(always)]
+    fn forward_with<R: Lanes>(&self, frames: &[&[f32]], re: &mut [V], im: &mut [V]) {
+        let m = self.m;
+        assert!(
+            re.len() > m && im.len() > m,
+            "lane buffers hold n / 2 + 1 bins"
+        );
+        // SAFETY: `run` chose R for this CPU; every index below is < m + 1.
+        unsafe {
+            self.load::<R>(frames, re, im);
+            self.stages::<R>(&mut re[..m], &mut im[..m]);
+            self.split::<R>(&mut re[..=m], &mut im[..=m]);
+        }
+    }
+
+    /// Bit-reversed load of up to [`LANES`] frames (see [`Lanes::load`]).
+    #[inline(always)]
+    unsafe fn load<R: Lanes>(&self, frames: &[&[f32]], re: &mut [V], im: &mut [V]) {
+        let m = self.m;
+        let used = frames.len().min(LANES);
+        let mut src: [&[f32]; LANES] = [&[]; LANES];
+        for (s, f) in src.iter_mut().zip(frames) {
+            *s = &f[..2 * m];
+        }
+        R::load(&src, used, &self.rev, &mut re[..m], &mut im[..m]);
+    }
+
+    /// All decimation-in-time stages on bit-reversed input, in place
+    /// (`re`, `im`: `m` entries).
+    #[inline(always)]
+    unsafe fn stages<R: Lanes>(&self, re: &mut [V], im: &mut [V]) {
+        let m = self.m;
+        // Spans 2 and 4: twiddles 1 and -i only.
+        for g in (0..m).step_by(4) {
+            let a0r = R::ld(&re[g]);
+            let a0i = R::ld(&im[g]);
+            let a1r = R::ld(&re[g + 1]);
+            let a1i = R::ld(&im[g + 1]);
+            let a2r = R::ld(&re[g + 2]);
+            let a2i = R::ld(&im[g + 2]);
+            let a3r = R::ld(&re[g + 3]);
+            let a3i = R::ld(&im[g + 3]);
+            let (b0r, b0i) = (a0r.add(a1r), a0i.add(a1i));
+            let (b1r, b1i) = (a0r.sub(a1r), a0i.sub(a1i));
+            let (b2r, b2i) = (a2r.add(a3r), a2i.add(a3i));
+            let (b3r, b3i) = (a2r.sub(a3r), a2i.sub(a3i));
+            // -i * b3 = b3i - i b3r
+            b0r.add(b2r).st(&mut re[g]);
+            b0i.add(b2i).st(&mut im[g]);
+            b0r.sub(b2r).st(&mut re[g + 2]);
+            b0i.sub(b2i).st(&mut im[g + 2]);
+            b1r.add(b3i).st(&mut re[g + 1]);
+            b1i.sub(b3r).st(&mut im[g + 1]);
+            b1r.sub(b3i).st(&mut re[g + 3]);
+            b1i.add(b3r).st(&mut im[g + 3]);
+        }
+        let mut s = 8;
+        let mut off = 0;
+        while s <= m {
+            if 2 * s <= m {
+                let t1 = &self.tw[off..off + s / 2];
+                let t2 = &self.tw[off + s / 2..off + 3 * s / 2];
+                pair_stage::<R>(re, im, s, t1, t2);
+                off += s / 2 + s;
+                s *= 4;
+            } else {
+                single_stage::<R>(re, im, s, &self.tw[off..off + s / 2]);
+                off += s / 2;
+                s *= 2;
+            }
+        }
+    }
+
+    /// The real-input split (see [`crate::rfft`]), in place: `Z[0..m]` to
+    /// `X[0..=m]` (`re`, `im`: `m + 1` entries).
+    #[inline(always)]
+    unsafe fn split<R: Lanes>(&self, re: &mut [V], im: &mut [V]) {
+        let m = self.m;
+        let half = R::splat(0.5);
+        let zero = R::splat(0.0);
+        let (z0r, z0i) = (R::ld(&re[0]), R::ld(&im[0]));
+        z0r.add(z0i).st(&mut re[0]);
+        zero.st(&mut im[0]);
+        z0r.sub(z0i).st(&mut re[m]);
+        zero.st(&mut im[m]);
+        for k in 1..=m / 2 {
+            let j = m - k;
+            let (zkr, zki) = (R::ld(&re[k]), R::ld(&im[k]));
+            let (zjr, zji) = (R::ld(&re[j]), R::ld(&im[j]));
+            // E = (Z[k] + conj Z[j]) / 2, O = (Z[k] - conj Z[j]) / 2.
+            let er = half.mul(zkr.add(zjr));
+            let ei = half.mul(zki.sub(zji));
+            let or = half.mul(zkr.sub(zjr));
+            let oi = half.mul(zki.add(zji));
+            // T = i W^k O.
+            let (wr, wi) = self.post[k];
+            let (pr, pi) = cmul(or, oi, wr, wi);
+            let (tr, ti) = (zero.sub(pi), pr);
+            // X[k] = E - T, X[j] = conj(E + T).
+            er.sub(tr).st(&mut re[k]);
+            ei.sub(ti).st(&mut im[k]);
+            if j != k {
+                er.add(tr).st(&mut re[j]);
+                zero.sub(ei.add(ti)).st(&mut im[j]);
+            }
+        }
+    }
+}
+
+/// The instruction sets a lane kernel can run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+/// Run `f` with the best backend this CPU has (and [`crate::fastmath::SIMD_ENV`]
+/// allows), compiled for that instruction set. Mark the closure
+/// `#[inline(always)]`.
+#[inline(always)]
+pub(crate) fn run<T>(f: impl FnOnce(Backend) -> T) -> T {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn avx512<T>(f: impl FnOnce(Backend) -> T) -> T {
+            f(Backend::Avx512)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<T>(f: impl FnOnce(Backend) -> T) -> T {
+            f(Backend::Avx2)
+        }
+        if crate::fastmath::has_avx512f() {
+            // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked above).
+            return unsafe { avx512(f) };
+        }
+        if crate::fastmath::has_avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA (checked above).
+            return unsafe { avx2(f) };
+        }
+    }
+    f(Backend::Portable)
+}
+
+/// One radix-2 stage of span `s` (twiddles `W_s^k`, `k < s / 2`).
+#[inline(always)]
+unsafe fn single_stage<R: Lanes>(re: &mut [V], im: &mut [V], s: usize, tw: &[(f32, f32)]) {
+    let h = s / 2;
+    for g in (0..re.len()).step_by(s) {
+        for (k, &(wr, wi)) in tw.iter().enumerate() {
+            let (p, q) = (g + k, g + k + h);
+            let (tr, ti) = cmul(R::ld(&re[q]), R::ld(&im[q]), wr, wi);
+            let (ar, ai) = (R::ld(&re[p]), R::ld(&im[p]));
+            ar.add(tr).st(&mut re[p]);
+            ai.add(ti).st(&mut im[p]);
+            ar.sub(tr).st(&mut re[q]);
+            ai.sub(ti).st(&mut im[q]);
+        }
+    }
+}
+
+/// Radix-2 stages of spans `s` and `2s` in one pass: each group of four
+/// elements is loaded once, combined through both stages in registers, and
+/// stored once. `t1[k] = W_s^k`, `t2[k] = W_{2s}^k`.
+#[inline(always)]
+unsafe fn pair_stage<R: Lanes>(
+    re: &mut [V],
+    im: &mut [V],
+    s: usize,
+    t1: &[(f32, f32)],
+    t2: &[(f32, f32)],
+) {
+    let h = s / 2;
+    for g in (0..re.len()).step_by(2 * s) {
+        for k in 0..h {
+            let (p0, p1, p2, p3) = (g + k, g + k + h, g + s + k, g + s + k + h);
+            let (w1r, w1i) = t1[k];
+            let (x0r, x0i) = (R::ld(&re[p0]), R::ld(&im[p0]));
+            let (x2r, x2i) = (R::ld(&re[p2]), R::ld(&im[p2]));
+            // Span s: (p0, p1) and (p2, p3), both with W_s^k.
+            let (tr, ti) = cmul(R::ld(&re[p1]), R::ld(&im[p1]), w1r, w1i);
+            let (a0r, a0i) = (x0r.add(tr), x0i.add(ti));
+            let (a1r, a1i) = (x0r.sub(tr), x0i.sub(ti));
+            let (tr, ti) = cmul(R::ld(&re[p3]), R::ld(&im[p3]), w1r, w1i);
+            let (a2r, a2i) = (x2r.add(tr), x2i.add(ti));
+            let (a3r, a3i) = (x2r.sub(tr), x2i.sub(ti));
+            // Span 2s: (p0, p2) with W_2s^k, (p1, p3) with W_2s^(k+h) = -i W_2s^k.
+            let (w2r, w2i) = t2[k];
+            let (tr, ti) = cmul(a2r, a2i, w2r, w2i);
+            a0r.add(tr).st(&mut re[p0]);
+            a0i.add(ti).st(&mut im[p0]);
+            a0r.sub(tr).st(&mut re[p2]);
+            a0i.sub(ti).st(&mut im[p2]);
+            let (ur, ui) = cmul(a3r, a3i, w2r, w2i);
+            // -i (ur + i ui) = ui - i ur
+            a1r.add(ui).st(&mut re[p1]);
+            a1i.sub(ur).st(&mut im[p1]);
+            a1r.sub(ui).st(&mut re[p3]);
+            a1i.add(ur).st(&mut im[p3]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::noise;
+
+    /// Direct DFT in f64: the one-sided spectrum of `x`.
+    fn naive(x: &[f32]) -> Vec<(f64, f64)> {
+        let n = x.len();
+        (0..=n / 2)
+            .map(|k| {
+                let mut acc = (0.0, 0.0);
+                for (j, &v) in x.iter().enumerate() {
+                    let a = -2.0 * std::f64::consts::PI * ((k * j) % n) as f64 / n as f64;
+                    acc.0 += v as f64 * a.cos();
+                    acc.1 += v as f64 * a.sin();
+                }
+                acc
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_the_direct_dft_for_every_length_and_lane() {
+        for bits in 3..=11 {
+            let n = 1usize << bits;
+            let plan = LaneFft::new(n).unwrap();
+            let data: Vec<Vec<f32>> = (0..LANES - 3).map(|l| noise(n, 7 + l as u64)).collect();
+            let frames: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
+            let (mut re, mut im) = plan.make_buffers();
+            plan.forward(&frames, &mut re, &mut im);
+            for (l, x) in data.iter().enumerate() {
+                let want = naive(x);
+                let scale = (n as f64).sqrt();
+                for (k, &(wr, wi)) in want.iter().enumerate() {
+                    let (gr, gi) = (re[k].0[l] as f64, im[k].0[l] as f64);
+                    let err = ((gr - wr).powi(2) + (gi - wi).powi(2)).sqrt();
+                    assert!(
+                        err < 2e-6 * scale * bits as f64,
+                        "n={n} lane={l} k={k}: {err}"
+                    );
+                }
+            }
+            for l in frames.len()..LANES {
+                assert!(
+                    re.iter().chain(&im).all(|v| v.0[l] == 0.0),
+                    "n={n}: idle lane {l}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_frame_gives_the_same_bits_in_every_lane() {
+        let n = 1024;
+        let plan = LaneFft::new(n).unwrap();
+        let x = noise(n, 3);
+        let frames = vec![x.as_slice(); LANES];
+        let (mut re, mut im) = plan.make_buffers();
+        plan.forward(&frames, &mut re, &mut im);
+        for v in re.iter().chain(&im) {
+            assert!(v.0.iter().all(|&e| e.to_bits() == v.0[0].to_bits()));
+        }
+        // The same frame alone in a block.
+        let (mut re1, mut im1) = plan.make_buffers();
+        plan.forward(&frames[..1], &mut re1, &mut im1);
+        for (a, b) in re.iter().zip(&re1).chain(im.iter().zip(&im1)) {
+            assert_eq!(a.0[5].to_bits(), b.0[0].to_bits());
+        }
+    }
+
+    #[test]
+    fn pure_tones_land_in_their_bins() {
+        let n = 256;
+        let plan = LaneFft::new(n).unwrap();
+        let data: Vec<Vec<f32>> = (0..4)
+            .map(|b| {
+                (0..n)
+                    .map(|j| {
+                        (2.0 * std::f64::consts::PI * (b * 9) as f64 * j as f64 / n as f64).cos()
+                            as f32
+                    })
+                    .collect()
+            })
+            .collect();
+        let frames: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
+        let (mut re, mut im) = plan.make_buffers();
+        plan.forward(&frames, &mut re, &mut im);
+        for b in 0..4 {
+            let k0 = b * 9;
+            let peak = if k0 == 0 { n as f32 } else { n as f32 / 2.0 };
+            for k in 0..=n / 2 {
+                let mag = (re[k].0[b].powi(2) + im[k].0[b].powi(2)).sqrt();
+                let want = if k == k0 { peak } else { 0.0 };
+                assert!((mag - want).abs() < 1e-3, "tone {k0} bin {k}: {mag}");
+            }
+        }
+    }
+
+    #[test]
+    fn unsupported_lengths_have_no_plan() {
+        for n in [0, 1, 2, 4, 6, 12, 1000, 1 << 17] {
+            assert!(LaneFft::new(n).is_none(), "{n}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use crate::testutil::noise;
+
+    #[test]
+    #[ignore]
+    fn phase_times() {
+        let n = 1024;
+        let plan = LaneFft::new(n).unwrap();
+        let data: Vec<Vec<f32>> = (0..LANES).map(|l| noise(n, l as u64)).collect();
+        let frames: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
+        let (mut re, mut im) = plan.make_buffers();
+        let reps = 20000;
+        let cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+        };
+        for name in ["load", "stages", "split", "all"] {
+            let t = cpu();
+            for _ in 0..reps {
+                run(
+                    #[inline(always)]
+                    |b| {
+                        assert_eq!(b, Backend::Avx512);
+                        type R = x86::Avx512;
+                        let m = plan.m;
+                        unsafe {
+                            match name {
+                                "load" => plan.load::<R>(&frames, &mut re, &mut im),
+                                "stages" => plan.stages::<R>(&mut re[..m], &mut im[..m]),
+                                "split" => plan.split::<R>(&mut re, &mut im),
+                                _ => plan.forward_with::<R>(&frames, &mut re, &mut im),
+                            }
+                        }
+                    },
+                );
+                std::hint::black_box(&re);
+            }
+            let ns = (cpu() - t) / reps as f64 / LANES as f64;
+            eprintln!("{name}: {ns:.0} ns/frame");
+        }
+        let half = crate::rfft::RealFft::new(n);
+        let (mut inp, mut out, mut scr) = (
+            half.make_input_vec(),
+            half.make_output_vec(),
+            half.make_scratch_vec(),
+        );
+        let t = cpu();
+        for _ in 0..reps {
+            for f in &data {
+                inp.copy_from_slice(f);
+                half.process_with_scratch(&mut inp, &mut out, &mut scr)
+                    .unwrap();
+            }
+            std::hint::black_box(&out);
+        }
+        eprintln!(
+            "rustfft half-length: {:.0} ns/frame",
+            (cpu() - t) / reps as f64 / LANES as f64
+        );
+    }
+}
