@@ -27,20 +27,30 @@ def best_time(
 
 
 def best_times_interleaved(
-    fns: dict[str, Callable[[], object]], repeat: int = 1
+    fns: dict[str, Callable[[], object]],
+    repeat: int = 1,
+    *,
+    wall: bool = False,
+    warmup: bool = True,
 ) -> dict[str, float]:
     """Best of ``repeat`` one-thread runs of each function, in process CPU
     seconds, the functions taking turns within every round (after one
     untimed warm-up run each). Compared implementations then see the same
     spells of a machine whose speed drifts, so their ratio holds even when
     their absolute times do not.
+
+    ``wall=True`` times in wall-clock seconds instead: for comparing one
+    thread with several threads of the same implementation (process CPU time
+    adds up the time of every thread). ``warmup=False`` skips the warm-up
+    runs, for callers that have just run every function (an output check).
     """
-    for fn in fns.values():
+    clock = time.perf_counter if wall else time.process_time
+    for fn in fns.values() if warmup else ():
         fn()
     best = dict.fromkeys(fns, float("inf"))
     for _ in range(repeat):
         for name, fn in fns.items():
-            t = time.process_time()
+            t = clock()
             fn()
-            best[name] = min(best[name], time.process_time() - t)
+            best[name] = min(best[name], clock() - t)
     return best
