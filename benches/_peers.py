@@ -3,8 +3,8 @@ feature that a skilled numpy/scipy/torch user writes, on one thread.
 
 Every peer works in float32 with its window and mel matrix built once,
 frames the signal with ``as_strided`` (no copy until the window is applied),
-runs ``scipy.fft.rfft(..., workers=1)`` over all frames of a channel in one
-call and projects onto the mel bands with one OpenBLAS sgemm. Each returns
+runs ``scipy.fft.rfft(..., workers=1)`` over blocks of frames that stay in
+cache and projects all frames onto the mel bands with one OpenBLAS sgemm. Each returns
 its natural layout (``[t, bins]`` for scipy, ``[bins, t]`` for torch); the
 benchmark converts outside the timed region before comparing with agl-fast.
 
@@ -23,37 +23,45 @@ from refimpl import frames
 
 N_FFT = 1024
 HOP = 320
+BINS = N_FFT // 2 + 1
+# Frames per rfft call: the windowed block (256 KB) stays in cache. On 60 s
+# clips this runs 1.4-1.5x faster than one call over all frames of a
+# channel; 32 to 128 frames are within a few percent of each other.
+BLOCK = 64
 
 
-def rfft_frames(y: np.ndarray, win: np.ndarray, pad_mode: str) -> np.ndarray:
-    """``[t, n_fft // 2 + 1]`` complex64 spectrum of the windowed frames of
-    a float32 channel (``win`` float32)."""
-    x = frames(y, N_FFT, HOP, True, pad_mode) * win
+def _rfft(x: np.ndarray) -> np.ndarray:
     return scipy.fft.rfft(x, axis=-1, workers=1, overwrite_x=True)
 
 
-def power_inplace(X: np.ndarray) -> np.ndarray:
-    """``|X|^2`` of a complex64 ``[t, f]`` array as float32 ``[t, f]``,
-    squaring the real and imaginary parts in X's own buffer (X is consumed):
-    no square root, one temporary fewer than ``np.abs(X) ** 2``."""
-    v = X.view(np.float32)
-    v *= v
-    return v[:, 0::2] + v[:, 1::2]
+def power_frames(y: np.ndarray, win: np.ndarray, pad_mode: str) -> np.ndarray:
+    """``[t, n_fft // 2 + 1]`` float32 power spectrogram of a float32 channel
+    (``win`` float32), ``BLOCK`` frames per ``rfft`` call. ``|X|^2`` squares
+    the real and imaginary parts in the spectrum's own buffer and adds them
+    pairwise: no square root, no complex temporary."""
+    fr = frames(y, N_FFT, HOP, True, pad_mode)
+    t = fr.shape[0]
+    P = np.empty((t, BINS), np.float32)
+    for i in range(0, t, BLOCK):
+        v = _rfft(fr[i : i + BLOCK] * win).view(np.float32)
+        v *= v
+        np.add(v[:, 0::2], v[:, 1::2], out=P[i : i + BLOCK])
+    return P
 
 
 def scipy_stft_power(y: np.ndarray, win: np.ndarray) -> list[np.ndarray]:
     """Power spectrogram of each channel of ``[c, n]``: ``c`` arrays
     ``[t, n_fft // 2 + 1]`` (reflect padding)."""
-    return [power_inplace(rfft_frames(ch, win, "reflect")) for ch in y]
+    return [power_frames(ch, win, "reflect") for ch in y]
 
 
 def scipy_logmel(
     y: np.ndarray, win: np.ndarray, mel: np.ndarray, amin: float, top_db: float
 ) -> np.ndarray:
     """librosa's log-mel of one mono clip (zero padding, ``ref=1``,
-    ``top_db`` below the clip's peak): ``mel [n_mels, bins] @ power.T``,
-    ``[n_mels, t]`` float32 dB."""
-    m = mel @ power_inplace(rfft_frames(y, win, "constant")).T
+    ``top_db`` below the clip's peak): one sgemm ``mel [n_mels, bins] @
+    power.T`` over all frames, ``[n_mels, t]`` float32 dB."""
+    m = mel @ power_frames(y, win, "constant").T
     np.maximum(m, amin, out=m)
     np.log10(m, out=m)
     m *= 10.0
@@ -66,23 +74,28 @@ def scipy_bat(y: np.ndarray, win: np.ndarray, melT: np.ndarray, amin: float) -> 
     the magnitude per ear, and mel projections of cos and sin of the IPD
     taken from the normalised cross-spectrum ``R conj(L) / (|L| |R|)``
     (no arctan, cos or sin; a bin where either ear is zero gets cos 1,
-    sin 0). The four ``[t, bins]`` planes are filled in one buffer and
-    projected by a single sgemm with ``melT [bins, n_mels]``."""
-    left = rfft_frames(y[0], win, "reflect")
-    right = rfft_frames(y[1], win, "reflect")
-    t, f = left.shape
-    buf = np.empty((4, t, f), np.float32)
-    np.abs(left, out=buf[0])
-    np.abs(right, out=buf[1])
-    cross = right * np.conj(left)
-    den = buf[0] * buf[1]
-    ok = den > 0
-    np.divide(cross.real, den, out=buf[2], where=ok)
-    np.divide(cross.imag, den, out=buf[3], where=ok)
-    if not ok.all():
-        buf[2][~ok] = 1.0
-        buf[3][~ok] = 0.0
-    out = (buf.reshape(4 * t, f) @ melT).reshape(4, t, -1)
+    sin 0). Block by block, the four ``[t, bins]`` planes are filled in one
+    buffer, then projected by a single sgemm with ``melT [bins, n_mels]``."""
+    fl = frames(y[0], N_FFT, HOP, True, "reflect")
+    fr = frames(y[1], N_FFT, HOP, True, "reflect")
+    t = fl.shape[0]
+    buf = np.empty((4, t, BINS), np.float32)
+    for i in range(0, t, BLOCK):
+        j = min(i + BLOCK, t)
+        left = _rfft(fl[i:j] * win)
+        right = _rfft(fr[i:j] * win)
+        ml, mr, cos, sin = buf[0, i:j], buf[1, i:j], buf[2, i:j], buf[3, i:j]
+        np.abs(left, out=ml)
+        np.abs(right, out=mr)
+        right *= np.conj(left)
+        den = ml * mr
+        ok = den > 0
+        np.divide(right.real, den, out=cos, where=ok)
+        np.divide(right.imag, den, out=sin, where=ok)
+        if not ok.all():
+            cos[~ok] = 1.0
+            sin[~ok] = 0.0
+    out = (buf.reshape(4 * t, BINS) @ melT).reshape(4, t, -1)
     db = out[:2]
     np.maximum(db, amin, out=db)
     np.log10(db, out=db)
