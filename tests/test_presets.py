@@ -24,7 +24,14 @@ def _stereo(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _check_bat(ours: np.ndarray, ref: np.ndarray) -> None:
     assert ours.shape == ref.shape and ours.dtype == np.float32
-    np.testing.assert_allclose(ours[:2], ref[:2], atol=2e-3)
+    # A float32 FFT's absolute error is about 1e-7 of the frame's norm, so a
+    # low band resting on one bin 80 dB below the frame's peak bin (while
+    # the band itself, weighted, sits 55 dB below the loudest band) carries
+    # about 1e-3 relative error (5e-3 dB): 2e-3 dB within 40 dB of the
+    # loudest band, 2e-2 dB everywhere.
+    near = ref[:2] > ref[:2].max(axis=-1, keepdims=True) - 40
+    np.testing.assert_allclose(ours[:2][near], ref[:2][near], atol=2e-3)
+    np.testing.assert_allclose(ours[:2], ref[:2], atol=2e-2)
     np.testing.assert_allclose(ours[2:], ref[2:], atol=2e-4)
 
 
@@ -49,7 +56,12 @@ def test_bat_on_real_recordings(real_stereo_32k: list[np.ndarray]) -> None:
         for span, tol in ((60, 5e-3), (90, 5e-2)):
             mask = ref[:2] > peak - span
             np.testing.assert_allclose(out[i, :2][mask], ref[:2][mask], atol=tol)
-        np.testing.assert_allclose(out[i, 2:], ref[2:], atol=5e-4)
+        # The IPD of a bin rests on its phase, whose float32 error grows as
+        # its level falls: about 3e-4 rad 70 dB below the peak. 2e-4 where
+        # both ears are within 60 dB of the peak, 1e-3 everywhere.
+        loud = np.minimum(ref[0], ref[1]) > peak - 60
+        np.testing.assert_allclose(out[i, 2:][:, loud], ref[2:][:, loud], atol=2e-4)
+        np.testing.assert_allclose(out[i, 2:], ref[2:], atol=1e-3)
 
 
 def test_bat_fast_transcription_agrees(rng: np.random.Generator) -> None:

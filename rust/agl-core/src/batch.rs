@@ -9,6 +9,7 @@
 use rayon::prelude::*;
 
 use crate::error::Result;
+use crate::lanefft::{flat, LANES, V};
 use crate::parallel::{install, Cancel};
 
 /// Where a frame's row goes inside one item's output block.
@@ -55,15 +56,48 @@ pub trait Zeroed: Copy + Send + Sync {
 
 impl Zeroed for f32 {
     fn zeroed_vec(n: usize) -> Vec<Self> {
-        vec![0.0; n]
+        let v = vec![0.0; n];
+        huge_pages(&v);
+        v
     }
+}
+
+/// Smallest buffer (bytes) that asks for transparent huge pages.
+const HUGE_PAGE_MIN: usize = 8 << 20;
+
+/// Ask the kernel to back the 2 MiB-aligned interior of a large buffer with
+/// transparent huge pages (Linux; a hint, ignored where unsupported). A
+/// freshly mapped output of hundreds of megabytes otherwise takes one page
+/// fault per 4 KiB on first write, which costs about as much system time
+/// as the transform itself.
+fn huge_pages<T>(v: &[T]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = std::mem::size_of_val(v);
+        if bytes < HUGE_PAGE_MIN {
+            return;
+        }
+        let start = v.as_ptr() as usize;
+        let lo = start.div_ceil(HUGE) * HUGE;
+        let hi = (start + bytes) / HUGE * HUGE;
+        if hi > lo {
+            // SAFETY: [lo, hi) lies inside the allocation of `v`; MADV_HUGEPAGE
+            // changes only how the range is backed, never its contents.
+            unsafe {
+                libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
 }
 
 impl Zeroed for num_complex::Complex32 {
     fn zeroed_vec(n: usize) -> Vec<Self> {
         // Two zeroed f32 per value: same size and alignment as Complex32
         // (a #[repr(C)] pair of f32), and zero bits are 0 + 0i.
-        let mut raw = std::mem::ManuallyDrop::new(vec![0.0f32; 2 * n]);
+        let mut raw = std::mem::ManuallyDrop::new(f32::zeroed_vec(2 * n));
         let (ptr, cap) = (raw.as_mut_ptr(), raw.capacity());
         // SAFETY: see above; capacity in f32 is even because 2 * n values
         // were requested from the allocator with f32 layout, and Complex32
@@ -78,12 +112,52 @@ unsafe impl<T: Send> Sync for SyncPtr<T> {}
 unsafe impl<T: Send> Send for SyncPtr<T> {}
 
 /// Frames per task so that there are several tasks per worker, but each is
-/// long enough to amortise scheduling. Always even: kernels that transform
-/// frames two at a time then always pair frame `2j` with `2j + 1`, whatever
-/// the thread count, so results do not depend on it.
-fn chunk_frames(total_frames: usize, threads: usize) -> usize {
+/// long enough to amortise scheduling. Always a multiple of `multiple`
+/// (even for the frame engine, [`LANES`] for the block engine), so kernels
+/// that transform frames two or sixteen at a time group the same frames
+/// whatever the thread count.
+fn chunk_frames(total_frames: usize, threads: usize, multiple: usize) -> usize {
     let c = (total_frames / (threads.max(1) * 8)).clamp(16, 256);
-    c + (c & 1)
+    c.div_ceil(multiple) * multiple
+}
+
+/// The output buffer of a batch: zeroed data, item offsets and frame axes.
+struct Plan {
+    data_len: usize,
+    offsets: Vec<usize>,
+    extents: Vec<usize>,
+}
+
+fn plan_output(n_frames: &[usize], layout: Layout, extent: Option<usize>) -> Plan {
+    let extents: Vec<usize> = match extent {
+        Some(e) => vec![e.max(n_frames.iter().copied().max().unwrap_or(0)); n_frames.len()],
+        None => n_frames.to_vec(),
+    };
+    let mut offsets = Vec::with_capacity(n_frames.len() + 1);
+    offsets.push(0usize);
+    for &e in &extents {
+        let last = *offsets.last().unwrap_or(&0);
+        offsets.push(last + layout.item_len(e));
+    }
+    Plan {
+        data_len: *offsets.last().unwrap_or(&0),
+        offsets,
+        extents,
+    }
+}
+
+/// (item, first frame, end frame) tasks of at most `chunk` frames.
+fn make_tasks(n_frames: &[usize], chunk: usize) -> Vec<(usize, usize, usize)> {
+    let mut tasks = Vec::new();
+    for (item, &nf) in n_frames.iter().enumerate() {
+        let mut t0 = 0;
+        while t0 < nf {
+            let t1 = (t0 + chunk).min(nf);
+            tasks.push((item, t0, t1));
+            t0 = t1;
+        }
+    }
+    tasks
 }
 
 /// Run a frame-wise kernel over a batch.
@@ -109,18 +183,12 @@ where
     I: Fn() -> S + Sync + Send,
     F: Fn(&mut S, usize, usize, &mut [T]) + Sync + Send,
 {
-    let extents: Vec<usize> = match extent {
-        Some(e) => vec![e.max(n_frames.iter().copied().max().unwrap_or(0)); n_frames.len()],
-        None => n_frames.to_vec(),
-    };
-    let mut offsets = Vec::with_capacity(n_frames.len() + 1);
-    offsets.push(0usize);
-    for &e in &extents {
-        let last = *offsets.last().unwrap_or(&0);
-        offsets.push(last + layout.item_len(e));
-    }
-    let total = *offsets.last().unwrap_or(&0);
-    let mut data = T::zeroed_vec(total);
+    let Plan {
+        data_len,
+        offsets,
+        extents,
+    } = plan_output(n_frames, layout, extent);
+    let mut data = T::zeroed_vec(data_len);
     let fill = match data.first() {
         Some(v) => *v,
         None => {
@@ -135,16 +203,7 @@ where
 
     let threads = crate::parallel::resolve_threads(n_threads)?;
     let total_frames: usize = n_frames.iter().sum();
-    let chunk = chunk_frames(total_frames, threads);
-    let mut tasks: Vec<(usize, usize, usize)> = Vec::new();
-    for (item, &nf) in n_frames.iter().enumerate() {
-        let mut t0 = 0;
-        while t0 < nf {
-            let t1 = (t0 + chunk).min(nf);
-            tasks.push((item, t0, t1));
-            t0 = t1;
-        }
-    }
+    let tasks = make_tasks(n_frames, chunk_frames(total_frames, threads, 2));
 
     let row_len = layout.row_len();
     let out = SyncPtr(data.as_mut_ptr());
@@ -166,8 +225,8 @@ where
                     // task, and the indices written below are a function of
                     // (item, t) that is injective and stays inside item's
                     // block [offsets[item], offsets[item + 1]), which lies
-                    // within `data` (allocated above with `total` values and
-                    // not touched otherwise until all tasks finish).
+                    // within `data` (allocated above with `data_len` values
+                    // and not touched otherwise until all tasks finish).
                     unsafe {
                         match layout {
                             Layout::ChannelsTimeWidth { channels, width } => {
@@ -183,6 +242,103 @@ where
                             Layout::WidthTime { width } => {
                                 for (w, v) in row.iter().enumerate().take(width) {
                                     *out_ref.0.add(base + w * ext + t) = *v;
+                                }
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            },
+        )
+    })?;
+    result?;
+    Ok(FrameOutput {
+        data,
+        offsets,
+        extents,
+        n_frames: n_frames.to_vec(),
+    })
+}
+
+/// Run a block kernel over a batch: like [`run_framewise`], but the kernel
+/// computes up to [`LANES`] consecutive frames of one item at once.
+///
+/// `block(scratch, item, t0, n, values)` fills the `row_len` vectors of
+/// `values`: value `w` of the row of frame `t0 + i` (`i < n`) in lane `i` of
+/// `values[w]`, so a frequency-major item gets each row of `n` frames as one
+/// contiguous copy. Blocks start at multiples of
+/// [`LANES`] within an item, whatever the thread count.
+#[allow(clippy::too_many_arguments)]
+pub fn run_blockwise<S, I, F>(
+    n_frames: &[usize],
+    layout: Layout,
+    extent: Option<usize>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+    init: I,
+    block: F,
+) -> Result<FrameOutput<f32>>
+where
+    I: Fn() -> S + Sync + Send,
+    F: Fn(&mut S, usize, usize, usize, &mut [V]) + Sync + Send,
+{
+    let Plan {
+        data_len,
+        offsets,
+        extents,
+    } = plan_output(n_frames, layout, extent);
+    let mut data = f32::zeroed_vec(data_len);
+    if data.is_empty() {
+        return Ok(FrameOutput {
+            data,
+            offsets,
+            extents,
+            n_frames: n_frames.to_vec(),
+        });
+    }
+    let threads = crate::parallel::resolve_threads(n_threads)?;
+    let total_frames: usize = n_frames.iter().sum();
+    let tasks = make_tasks(n_frames, chunk_frames(total_frames, threads, LANES));
+
+    let row_len = layout.row_len();
+    let out = SyncPtr(data.as_mut_ptr());
+    let out_ref = &out;
+    let offsets_ref = &offsets;
+    let extents_ref = &extents;
+    let result: Result<()> = install(n_threads, || {
+        tasks.par_iter().try_for_each_init(
+            || (init(), vec![V::ZERO; row_len]),
+            |(scratch, vals), &(item, t0, t1)| -> Result<()> {
+                cancel.check()?;
+                let base = offsets_ref[item];
+                let ext = extents_ref[item];
+                for b0 in (t0..t1).step_by(LANES) {
+                    let n = (t1 - b0).min(LANES);
+                    block(scratch, item, b0, n, vals);
+                    let vals = flat(vals);
+                    // SAFETY: as in `run_framewise`: frames b0 .. b0 + n of
+                    // `item` belong to this task alone, and every index
+                    // written lies inside item's block of `data`.
+                    unsafe {
+                        match layout {
+                            Layout::WidthTime { width } => {
+                                for w in 0..width {
+                                    std::ptr::copy_nonoverlapping(
+                                        vals.as_ptr().add(w * LANES),
+                                        out_ref.0.add(base + w * ext + b0),
+                                        n,
+                                    );
+                                }
+                            }
+                            Layout::ChannelsTimeWidth { channels, width } => {
+                                for c in 0..channels {
+                                    for i in 0..n {
+                                        let dst = out_ref.0.add(base + (c * ext + b0 + i) * width);
+                                        let src = &vals[c * width * LANES + i..];
+                                        for w in 0..width {
+                                            *dst.add(w) = src[w * LANES];
+                                        }
+                                    }
                                 }
                             }
                         }

@@ -5,13 +5,16 @@
 use num_complex::Complex32;
 use rayon::prelude::*;
 
-use crate::batch::{run_framewise, FrameOutput, Layout};
+use crate::batch::{run_blockwise, run_framewise, FrameOutput, Layout};
 use crate::db::{power_to_db_inplace, DbParams};
 use crate::error::{check_finite, AglError, Result};
-use crate::fastmath::{db10_floor_inplace, ln_inplace, vectorized};
+use crate::fastmath::{db10_floor_inplace, ln_inplace, vectorized, vectorized_wide};
+use crate::lanefft::{flat, flat_mut, with_lanes, V};
 use crate::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
 use crate::parallel::{install, Cancel};
-use crate::stft::{check_signals, PadMode, PairFft, Source, StereoFft, StftParams, StftPlan};
+use crate::stft::{
+    check_signals, lane_plan, LaneStft, PadMode, PairFft, Source, StereoFft, StftParams, StftPlan,
+};
 use crate::window::Window;
 
 /// A stereo item: left and right channels of equal length.
@@ -24,6 +27,21 @@ fn spec_power_into(spec: &[Complex32], power: f32, out: &mut [f32]) {
     for (o, c) in out.iter_mut().zip(spec) {
         *o = c.re * c.re + c.im * c.im;
     }
+    power_from_squares(power, out);
+}
+
+/// [`spec_power_into`] on flat real and imaginary parts.
+#[inline(always)]
+fn lane_power_into(re: &[f32], im: &[f32], power: f32, out: &mut [f32]) {
+    for ((o, a), b) in out.iter_mut().zip(re).zip(im) {
+        *o = a * a + b * b;
+    }
+    power_from_squares(power, out);
+}
+
+/// Squared magnitudes to `|X|^power` in place.
+#[inline(always)]
+fn power_from_squares(power: f32, out: &mut [f32]) {
     if power == 1.0 {
         out.iter_mut().for_each(|v| *v = v.sqrt());
     } else if power != 2.0 {
@@ -62,6 +80,23 @@ pub fn spectrogram_batch(
     check_signals(items)?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
     let nf = params.n_freqs();
+    if let Some(fft) = lane_plan(params.n_fft) {
+        return run_blockwise(
+            &n_frames,
+            Layout::WidthTime { width: nf },
+            extent,
+            n_threads,
+            cancel,
+            || LaneStft::new(fft.clone()),
+            |s, item, t0, n, vals| {
+                s.block(&plan, &Source::plain(items[item]), t0, n);
+                vectorized_wide(
+                    #[inline(always)]
+                    || lane_power_into(flat(&s.re), flat(&s.im), power, flat_mut(vals)),
+                )
+            },
+        );
+    }
     run_framewise(
         &n_frames,
         Layout::WidthTime { width: nf },
@@ -114,24 +149,42 @@ pub fn melspectrogram_batch(
     check_signals(items)?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
     let nf = params.n_freqs();
-    let mut out = run_framewise(
-        &n_frames,
-        Layout::WidthTime { width: bank.n_mels },
-        extent,
-        n_threads,
-        cancel,
-        || (PairFft::new(params.n_fft), vec![0f32; nf]),
-        |(s, mag), item, t, row| {
-            s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
-            vectorized(
-                #[inline(always)]
-                || {
-                    spec_power_into(&s.spectrum[..nf], power, mag);
-                    bank.apply(mag, row);
-                },
-            )
-        },
-    )?;
+    let mut out = if let Some(fft) = lane_plan(params.n_fft) {
+        run_blockwise(
+            &n_frames,
+            Layout::WidthTime { width: bank.n_mels },
+            extent,
+            n_threads,
+            cancel,
+            || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
+            |(s, pw), item, t0, n, vals| {
+                s.block(&plan, &Source::plain(items[item]), t0, n);
+                with_lanes!(R => unsafe {
+                    lane_power_into(flat(&s.re), flat(&s.im), power, flat_mut(pw));
+                    bank.apply_lanes::<R>(pw, vals);
+                })
+            },
+        )?
+    } else {
+        run_framewise(
+            &n_frames,
+            Layout::WidthTime { width: bank.n_mels },
+            extent,
+            n_threads,
+            cancel,
+            || (PairFft::new(params.n_fft), vec![0f32; nf]),
+            |(s, mag), item, t, row| {
+                s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        spec_power_into(&s.spectrum[..nf], power, mag);
+                        bank.apply(mag, row);
+                    },
+                )
+            },
+        )?
+    };
     if let Some(db) = db {
         apply_db_per_item(&mut out, &n_frames, bank.n_mels, db, n_threads)?;
     }
@@ -186,49 +239,88 @@ fn binaural_bins(l: &[Complex32], r: &[Complex32], out: &mut [[f32; 4]]) {
     let (l, r, out) = (&l[..n], &r[..n], &mut out[..n]);
     let mut tiny = false;
     for ((&a, &b), o) in l.iter().zip(r).zip(out.iter_mut()) {
-        let pl = a.re * a.re + a.im * a.im;
-        let pr = b.re * b.re + b.im * b.im;
-        let ml = pl.sqrt();
-        let mr = pr.sqrt();
-        let okl = pl >= f32::MIN_POSITIVE;
-        let okr = pr >= f32::MIN_POSITIVE;
-        tiny |= (!okl & ((a.re != 0.0) | (a.im != 0.0))) | (!okr & ((b.re != 0.0) | (b.im != 0.0)));
-        let il = 1.0 / if okl { ml } else { 1.0 };
-        let ir = 1.0 / if okr { mr } else { 1.0 };
-        let (lc, ls) = if okl {
-            (a.re * il, a.im * il)
-        } else {
-            (1.0, 0.0)
-        };
-        let (rc, rs) = if okr {
-            (b.re * ir, b.im * ir)
-        } else {
-            (1.0, 0.0)
-        };
-        // e^{i(phi_r - phi_l)} = u_r * conj(u_l)
-        *o = [ml, mr, rc * lc + rs * ls, rs * lc - rc * ls];
+        let (v, t) = binaural_one(a, b);
+        *o = v;
+        tiny |= t;
     }
     if tiny {
-        for k in 0..n {
-            let unit = |c: Complex32| -> (f64, f64) {
-                let (re, im) = (c.re as f64, c.im as f64);
-                let m = (re * re + im * im).sqrt();
-                if m > 0.0 {
-                    (re / m, im / m)
-                } else {
-                    (1.0, 0.0)
-                }
-            };
-            let (lc, ls) = unit(l[k]);
-            let (rc, rs) = unit(r[k]);
-            out[k] = [
-                l[k].norm(),
-                r[k].norm(),
-                (rc * lc + rs * ls) as f32,
-                (rs * lc - rc * ls) as f32,
-            ];
+        for ((&a, &b), o) in l.iter().zip(r).zip(out.iter_mut()) {
+            *o = binaural_exact(a, b);
         }
     }
+}
+
+/// [`binaural_bins`] on blocks of spectra, one frame per lane: the flat
+/// real and imaginary parts of left and right in, |L|, |R|, cos IPD and
+/// sin IPD out (all the same length).
+#[inline(always)]
+fn binaural_lanes(lr: &[f32], li: &[f32], rr: &[f32], ri: &[f32], out: [&mut [f32]; 4]) {
+    let n = lr.len();
+    let (lr, li, rr, ri) = (&lr[..n], &li[..n], &rr[..n], &ri[..n]);
+    let [ml, mr, cs, sn] = out;
+    let (ml, mr, cs, sn) = (&mut ml[..n], &mut mr[..n], &mut cs[..n], &mut sn[..n]);
+    let mut tiny = false;
+    for i in 0..n {
+        let (v, t) = binaural_one(Complex32::new(lr[i], li[i]), Complex32::new(rr[i], ri[i]));
+        (ml[i], mr[i], cs[i], sn[i]) = (v[0], v[1], v[2], v[3]);
+        tiny |= t;
+    }
+    if tiny {
+        for i in 0..n {
+            let v = binaural_exact(Complex32::new(lr[i], li[i]), Complex32::new(rr[i], ri[i]));
+            (ml[i], mr[i], cs[i], sn[i]) = (v[0], v[1], v[2], v[3]);
+        }
+    }
+}
+
+/// One bin of [`binaural_bins`], branch-free; the flag is set when a
+/// non-zero bin's squared magnitude underflows (redo it with
+/// [`binaural_exact`]).
+#[inline(always)]
+fn binaural_one(a: Complex32, b: Complex32) -> ([f32; 4], bool) {
+    let pl = a.re * a.re + a.im * a.im;
+    let pr = b.re * b.re + b.im * b.im;
+    let ml = pl.sqrt();
+    let mr = pr.sqrt();
+    let okl = pl >= f32::MIN_POSITIVE;
+    let okr = pr >= f32::MIN_POSITIVE;
+    let tiny = (!okl & ((a.re != 0.0) | (a.im != 0.0))) | (!okr & ((b.re != 0.0) | (b.im != 0.0)));
+    let il = 1.0 / if okl { ml } else { 1.0 };
+    let ir = 1.0 / if okr { mr } else { 1.0 };
+    let (lc, ls) = if okl {
+        (a.re * il, a.im * il)
+    } else {
+        (1.0, 0.0)
+    };
+    let (rc, rs) = if okr {
+        (b.re * ir, b.im * ir)
+    } else {
+        (1.0, 0.0)
+    };
+    // e^{i(phi_r - phi_l)} = u_r * conj(u_l)
+    ([ml, mr, rc * lc + rs * ls, rs * lc - rc * ls], tiny)
+}
+
+/// One bin of [`binaural_bins`] in double precision (bins whose squared
+/// magnitude underflows f32).
+fn binaural_exact(a: Complex32, b: Complex32) -> [f32; 4] {
+    let unit = |c: Complex32| -> (f64, f64) {
+        let (re, im) = (c.re as f64, c.im as f64);
+        let m = (re * re + im * im).sqrt();
+        if m > 0.0 {
+            (re / m, im / m)
+        } else {
+            (1.0, 0.0)
+        }
+    };
+    let (lc, ls) = unit(a);
+    let (rc, rs) = unit(b);
+    [
+        a.norm(),
+        b.norm(),
+        (rc * lc + rs * ls) as f32,
+        (rs * lc - rc * ls) as f32,
+    ]
 }
 
 fn check_stereo(items: &[Stereo<'_>]) -> Result<()> {
@@ -416,6 +508,49 @@ pub fn bat_batch(
     };
     let nm = cfg.n_mels;
     let amin = cfg.amin;
+    if let Some(fft) = lane_plan(cfg.stft.n_fft) {
+        let nf = cfg.stft.n_freqs();
+        return run_blockwise(
+            &n_frames,
+            Layout::ChannelsTimeWidth {
+                channels: 4,
+                width: nm,
+            },
+            extent,
+            n_threads,
+            cancel,
+            || {
+                (
+                    LaneStft::new(fft.clone()),
+                    LaneStft::new(fft.clone()),
+                    [(); 4].map(|_| vec![V::ZERO; nf]),
+                )
+            },
+            |(sl, sr, bins), item, t0, n, vals| {
+                let (l, r) = items[item];
+                let g = gains[item];
+                let src = |x| Source {
+                    samples: x,
+                    preemphasis: None,
+                    gain: g,
+                };
+                sl.block(&plan, &src(l), t0, n);
+                sr.block(&plan, &src(r), t0, n);
+                let [b0, b1, b2, b3] = bins;
+                with_lanes!(R => unsafe {
+                    binaural_lanes(
+                        flat(&sl.re[..nf]),
+                        flat(&sl.im[..nf]),
+                        flat(&sr.re[..nf]),
+                        flat(&sr.im[..nf]),
+                        [flat_mut(b0), flat_mut(b1), flat_mut(b2), flat_mut(b3)],
+                    );
+                    bank.apply_lanes4::<R>([b0, b1, b2, b3], vals);
+                    db10_floor_inplace(flat_mut(&mut vals[..2 * nm]), amin);
+                })
+            },
+        );
+    }
     run_framewise(
         &n_frames,
         Layout::ChannelsTimeWidth {
@@ -546,6 +681,29 @@ pub fn efficientat_batch(
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len() - 1))?;
     let nf = cfg.stft.n_freqs();
     let coef = cfg.preemphasis;
+    let src = |item: usize| Source {
+        samples: items[item],
+        preemphasis: Some(coef),
+        gain: 1.0,
+    };
+    if let Some(fft) = lane_plan(cfg.stft.n_fft) {
+        return run_blockwise(
+            &n_frames,
+            Layout::WidthTime { width: cfg.n_mels },
+            extent,
+            n_threads,
+            cancel,
+            || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
+            |(s, pw), item, t0, n, vals| {
+                s.block(&plan, &src(item), t0, n);
+                with_lanes!(R => unsafe {
+                    lane_power_into(flat(&s.re), flat(&s.im), 2.0, flat_mut(pw));
+                    bank.apply_lanes::<R>(pw, vals);
+                    efficientat_scale(flat_mut(vals));
+                })
+            },
+        );
+    }
     run_framewise(
         &n_frames,
         Layout::WidthTime { width: cfg.n_mels },
@@ -554,12 +712,7 @@ pub fn efficientat_batch(
         cancel,
         || (PairFft::new(cfg.stft.n_fft), vec![0f32; nf]),
         |(s, pw), item, t, row| {
-            let src = Source {
-                samples: items[item],
-                preemphasis: Some(coef),
-                gain: 1.0,
-            };
-            s.frame(&plan, &src, item, t, n_frames[item]);
+            s.frame(&plan, &src(item), item, t, n_frames[item]);
             vectorized(
                 #[inline(always)]
                 || {
@@ -567,11 +720,17 @@ pub fn efficientat_batch(
                         *o = c.re * c.re + c.im * c.im;
                     }
                     bank.apply(pw, row);
-                    row.iter_mut().for_each(|v| *v += 1e-5);
-                    ln_inplace(row);
-                    row.iter_mut().for_each(|v| *v = (*v + 4.5) / 5.0);
+                    efficientat_scale(row);
                 },
             )
         },
     )
+}
+
+/// EfficientAT's log scaling of mel power in place: `(ln(x + 1e-5) + 4.5) / 5`.
+#[inline(always)]
+fn efficientat_scale(x: &mut [f32]) {
+    x.iter_mut().for_each(|v| *v += 1e-5);
+    ln_inplace(x);
+    x.iter_mut().for_each(|v| *v = (*v + 4.5) / 5.0);
 }

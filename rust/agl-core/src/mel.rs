@@ -3,6 +3,7 @@
 //! which EfficientAT uses), plus a sparse form for fast projection.
 
 use crate::error::{AglError, Result};
+use crate::lanefft::{Lanes, V};
 
 /// Hz to mel: HTK (`2595 log10(1 + f/700)`) or Slaney (linear below 1 kHz,
 /// logarithmic above), as `librosa.hz_to_mel`.
@@ -104,6 +105,52 @@ impl MelBank {
 }
 
 impl MelBank {
+    /// [`MelBank::apply`] on a block of spectra, one frame per lane:
+    /// `out[m] = sum_k bank[m, k] * spec[k]` (`spec`: `n_freqs` vectors,
+    /// `out`: `n_mels`). Two partial sums per band (even and odd weights).
+    ///
+    /// # Safety
+    /// `R` must be a backend this CPU runs (see [`crate::lanefft::run`]).
+    #[inline(always)]
+    pub unsafe fn apply_lanes<R: Lanes>(&self, spec: &[V], out: &mut [V]) {
+        for (o, (start, w)) in out.iter_mut().zip(&self.rows) {
+            let x = &spec[*start..*start + w.len()];
+            let (mut a, mut b) = (R::splat(0.0), R::splat(0.0));
+            let mut pairs = w.chunks_exact(2).zip(x.chunks_exact(2));
+            for (wj, xj) in &mut pairs {
+                a = a.add(R::splat(wj[0]).mul(R::ld(&xj[0])));
+                b = b.add(R::splat(wj[1]).mul(R::ld(&xj[1])));
+            }
+            if w.len() % 2 == 1 {
+                let j = w.len() - 1;
+                a = a.add(R::splat(w[j]).mul(R::ld(&x[j])));
+            }
+            a.add(b).st(o);
+        }
+    }
+
+    /// [`MelBank::apply_lanes`] on four blocks of spectra at once (one pass
+    /// over the weights): `out[c * n_mels + m]` from `spec[c]`.
+    ///
+    /// # Safety
+    /// As [`MelBank::apply_lanes`].
+    #[inline(always)]
+    pub unsafe fn apply_lanes4<R: Lanes>(&self, spec: [&[V]; 4], out: &mut [V]) {
+        let nm = self.n_mels;
+        for (m, (start, w)) in self.rows.iter().enumerate() {
+            let mut acc = [R::splat(0.0); 4];
+            for (j, &wj) in w.iter().enumerate() {
+                let wv = R::splat(wj);
+                for (a, x) in acc.iter_mut().zip(&spec) {
+                    *a = a.add(wv.mul(R::ld(&x[start + j])));
+                }
+            }
+            for (c, a) in acc.iter().enumerate() {
+                a.st(&mut out[c * nm + m]);
+            }
+        }
+    }
+
     /// [`MelBank::apply`] on four interleaved spectra at once (`x[k]` holds
     /// bin `k` of each): one pass over the weights with a four-lane
     /// accumulator; `out` is `[4, n_mels]` row-major.

@@ -7,6 +7,7 @@ use num_complex::Complex32;
 
 use crate::batch::{run_framewise, FrameOutput, Layout};
 use crate::error::{check_finite, AglError, Result};
+use crate::lanefft::{LaneFft, LANES, V};
 use crate::parallel::Cancel;
 pub use crate::rfft::RealFft;
 use crate::window::{pad_center, Window};
@@ -315,6 +316,55 @@ impl StftPlan {
                 *b = wv * v;
             }
         }
+    }
+}
+
+/// Cached frame-batched real FFT plans (see [`crate::lanefft`]); `None` for
+/// lengths the lane transform does not take.
+pub fn lane_plan(n: usize) -> Option<Arc<LaneFft>> {
+    type Cache = HashMap<usize, Option<Arc<LaneFft>>>;
+    static PLANS: OnceLock<Mutex<Cache>> = OnceLock::new();
+    let m = PLANS.get_or_init(Default::default);
+    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+    g.entry(n)
+        .or_insert_with(|| LaneFft::new(n).map(Arc::new))
+        .clone()
+}
+
+/// Per-worker buffers of the block STFT: up to [`LANES`] windowed frames of
+/// one signal and their one-sided spectra, bin-major (`re[k].0[i]` is bin
+/// `k` of frame `t0 + i`).
+pub struct LaneStft {
+    fft: Arc<LaneFft>,
+    frames: Vec<f32>,
+    pub re: Vec<V>,
+    pub im: Vec<V>,
+}
+
+impl LaneStft {
+    pub fn new(fft: Arc<LaneFft>) -> Self {
+        let (re, im) = fft.make_buffers();
+        LaneStft {
+            frames: vec![0.0; LANES * fft.len()],
+            fft,
+            re,
+            im,
+        }
+    }
+
+    /// Spectra of frames `t0 .. t0 + n` of `src` (`n <= LANES`; the other
+    /// lanes hold zeros).
+    pub fn block(&mut self, plan: &StftPlan, src: &Source<'_>, t0: usize, n: usize) {
+        let len = self.fft.len();
+        let n = n.min(LANES);
+        for (i, buf) in self.frames.chunks_exact_mut(len).take(n).enumerate() {
+            plan.window_frame(src, t0 + i, buf);
+        }
+        let mut frames: [&[f32]; LANES] = [&[]; LANES];
+        for (f, buf) in frames.iter_mut().zip(self.frames.chunks_exact(len)) {
+            *f = buf;
+        }
+        self.fft.forward(&frames[..n], &mut self.re, &mut self.im);
     }
 }
 
