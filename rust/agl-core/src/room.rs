@@ -956,6 +956,78 @@ mod tests {
         }
     }
 
+    /// The fused peak and finiteness pass against a scalar reference, with
+    /// bad values in the eight-wide body and in the remainder.
+    #[test]
+    fn peak_finite_matches_scalar_reference() {
+        let reference = |h: &[f32]| {
+            let finite = h.iter().all(|v| v.is_finite());
+            let top = h.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+            let at = h.iter().position(|&v| v.abs() == top);
+            let found = if finite && top > 0.0 {
+                at.map(|i| (i, sq(top)))
+            } else {
+                None
+            };
+            (found, finite)
+        };
+        for n in [0, 1, 7, 8, 9, 63, 100] {
+            let mut h = crate::testutil::noise(n, n as u64 + 1);
+            assert_eq!(peak_finite(&h), reference(&h), "n={n}");
+            if n > 0 {
+                // A tie: the first of two equal largest magnitudes wins.
+                let top = h.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+                h[n - 1] = -top;
+                assert_eq!(peak_finite(&h), reference(&h), "n={n} tie");
+            }
+            for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                for at in [0, n / 2, n.saturating_sub(1)] {
+                    if at < n {
+                        let mut g = h.clone();
+                        g[at] = bad;
+                        assert_eq!(peak_finite(&g), (None, false), "n={n} at={at} {bad}");
+                    }
+                }
+            }
+        }
+        assert_eq!(peak_finite(&[0.0; 20]), (None, true));
+    }
+
+    #[test]
+    fn batch_names_the_first_curve_that_is_not_finite() {
+        let good = decay(0.3, 16000.0, 0.5, None);
+        let mut nan = good.clone();
+        nan[9] = f32::NAN;
+        let mut inf = good.clone();
+        inf[4000] = f32::INFINITY;
+        let curves: Vec<&[f32]> = vec![&good, &inf, &good, &nan];
+        for threads in [1, 2] {
+            let e = room_params_batch(
+                &curves,
+                16000.0,
+                NoiseMethod::LundebyChu,
+                2.5,
+                Some(threads),
+                never(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("curve 1") && e.contains("4000"), "{e}");
+        }
+        let ok = room_params_batch(
+            &[&good],
+            16000.0,
+            NoiseMethod::LundebyChu,
+            2.5,
+            Some(1),
+            never(),
+        );
+        assert_eq!(
+            ok.unwrap()[0],
+            room_params_curve(&good, 16000.0, NoiseMethod::LundebyChu, 2.5)
+        );
+    }
+
     #[test]
     fn schroeder_sums_backwards() {
         let h = [1.0f32, 2.0, 3.0];
