@@ -406,16 +406,21 @@ fn edc_in_place(s: &mut [f64], sr: f64, method: NoiseMethod, pe: f64) -> usize {
     }
 }
 
-/// `s[i] = (s[i] - noise (c - i)) + add`, four lanes of float indices (the
-/// integer-to-float conversion of 64-bit lanes does not vectorise).
+/// `s[i] = (s[i] - noise (c - i)) + add`, sixteen lanes of float indices
+/// (the integer-to-float conversion of 64-bit lanes does not vectorise; four
+/// registers of lanes keep the index updates from waiting on each other).
 #[inline(always)]
 fn sub_ramp(s: &mut [f64], noise: f64, c: f64, add: f64) {
-    let mut left = [c, c - 1.0, c - 2.0, c - 3.0];
-    let mut it = s.chunks_exact_mut(4);
+    const L: usize = 16;
+    let mut left = [0.0f64; L];
+    for (l, v) in left.iter_mut().enumerate() {
+        *v = c - l as f64;
+    }
+    let mut it = s.chunks_exact_mut(L);
     for q in &mut it {
-        for l in 0..4 {
+        for l in 0..L {
             q[l] = (q[l] - noise * left[l]) + add;
-            left[l] -= 4.0;
+            left[l] -= L as f64;
         }
     }
     let mut r = left[0];
@@ -423,6 +428,20 @@ fn sub_ramp(s: &mut [f64], noise: f64, c: f64, add: f64) {
         *v = (*v - noise * r) + add;
         r -= 1.0;
     }
+}
+
+/// Sum in f64 over sixteen lanes (four registers of independent adds).
+#[inline(always)]
+fn sum_lanes(x: &[f64]) -> f64 {
+    const L: usize = 16;
+    let mut acc = [0.0f64; L];
+    let mut it = x.chunks_exact(L);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
+    }
+    acc.iter().sum::<f64>() + it.remainder().iter().sum::<f64>()
 }
 
 /// A curve's EDC (`h.len()` values, NaN beyond the usable range).
@@ -724,7 +743,7 @@ fn room_params_impl(
         }
     }
     status[7] = status[5];
-    values[8] = crate::fastmath::sum_f64(&d[1..]) / e0 / sr;
+    values[8] = sum_lanes(&d[1..]) / e0 / sr;
     // DRR around the peak (the first largest sample of the usable range).
     let p = if pk - o < end {
         pk - o
@@ -1026,6 +1045,24 @@ mod tests {
             ok.unwrap()[0],
             room_params_curve(&good, 16000.0, NoiseMethod::LundebyChu, 2.5)
         );
+    }
+
+    #[test]
+    fn sub_ramp_and_sum_lanes_match_scalar_loops() {
+        for n in [0, 1, 15, 16, 17, 100, 1001] {
+            let x: Vec<f64> = (0..n).map(|i| 1.0 + (i % 7) as f64 * 0.25).collect();
+            let mut y = x.clone();
+            sub_ramp(&mut y, 0.01, n as f64 + 3.0, 0.5);
+            for (i, (&a, &b)) in x.iter().zip(&y).enumerate() {
+                assert_eq!(
+                    b,
+                    (a - 0.01 * (n as f64 + 3.0 - i as f64)) + 0.5,
+                    "n={n} i={i}"
+                );
+            }
+            // Every partial sum of quarters is exact, so the order is moot.
+            assert_eq!(sum_lanes(&x), x.iter().sum::<f64>(), "n={n}");
+        }
     }
 
     #[test]
