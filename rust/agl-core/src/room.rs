@@ -163,14 +163,46 @@ fn onset(h: &[f32], pe: f64) -> usize {
 /// non-increasing exactly as a serial sum is.
 #[inline(always)]
 fn suffix_energy(h: &[f32], s: &mut Vec<f64>) {
+    suffix_scan::<false>(h, s);
+}
+
+/// [`suffix_energy`] that also finds what [`peak_finite`] finds, in the
+/// same pass (so the impulse response is read from memory once).
+#[inline(always)]
+fn suffix_energy_peak(h: &[f32], s: &mut Vec<f64>) -> (Option<(usize, f64)>, bool) {
+    let (top, zero) = suffix_scan::<true>(h, s);
+    if !zero.is_finite() {
+        return (None, false);
+    }
+    if top <= 0.0 {
+        return (None, true);
+    }
+    let i = h.iter().position(|&v| v.abs() == top);
+    (i.map(|i| (i, sq(top))), true)
+}
+
+/// The Schroeder sums of [`suffix_energy`]; with `TRACK`, also the largest
+/// `|h[n]|` (NaN ignored) and `sum h[n] * 0` (not finite when a sample is
+/// not), else `(0, 0)`.
+#[inline(always)]
+fn suffix_scan<const TRACK: bool>(h: &[f32], s: &mut Vec<f64>) -> (f32, f32) {
     const K: usize = 4;
     let n = h.len();
     // Growing writes zeros once; every value is overwritten below.
     s.resize(n + 1, 0.0);
     s[n] = 0.0;
     let q = n / K;
+    let (mut top, mut zero) = ([0.0f32; K], [0.0f32; K]);
+    let mut track = |l: usize, v: f32| {
+        if TRACK {
+            let a = v.abs();
+            top[l] = if a > top[l] { a } else { top[l] };
+            zero[l] += v * 0.0;
+        }
+    };
     let mut acc = 0.0;
     for i in (K * q..n).rev() {
+        track(0, h[i]);
         acc += sq(h[i]);
         s[i] = acc;
     }
@@ -185,6 +217,10 @@ fn suffix_energy(h: &[f32], s: &mut Vec<f64>) {
         let s3 = &mut rest[..q];
         let mut a = [0.0f64; K];
         for t in (0..q).rev() {
+            track(0, h0[t]);
+            track(1, h1[t]);
+            track(2, h2[t]);
+            track(3, h3[t]);
             a[0] += sq(h0[t]);
             a[1] += sq(h1[t]);
             a[2] += sq(h2[t]);
@@ -201,6 +237,10 @@ fn suffix_energy(h: &[f32], s: &mut Vec<f64>) {
             }
         }
     }
+    (
+        top.iter().fold(0.0f32, |m, &v| m.max(v)),
+        zero.iter().sum::<f32>(),
+    )
 }
 
 /// Mean energy per sample of `[from, n)` from the Schroeder sums `s`
@@ -639,7 +679,8 @@ fn room_params_impl(
 ) -> Option<RoomParams> {
     let mut values = [f64::NAN; 9];
     let mut status = [Status::Ok; 9];
-    let (found, finite) = peak_finite(h);
+    // The sums from the onset on are those of the whole response.
+    let (found, finite) = suffix_energy_peak(h, s);
     if !finite {
         return None;
     }
@@ -656,7 +697,7 @@ fn room_params_impl(
             status: [Status::TooShort; 9],
         });
     }
-    suffix_energy(&h[o..], s);
+    let s = &mut s[o..];
     let end = edc_in_place(s, sr, method, pe);
     let e0 = s[0];
     if end < 2 || !(e0 > 0.0) {
@@ -1010,6 +1051,31 @@ mod tests {
             }
         }
         assert_eq!(peak_finite(&[0.0; 20]), (None, true));
+    }
+
+    /// The fused scan against [`peak_finite`] and serial backward sums.
+    #[test]
+    fn suffix_energy_peak_matches_separate_passes() {
+        for n in [0, 1, 3, 4, 5, 17, 1000, 1003] {
+            let mut h = crate::testutil::noise(n, 7 + n as u64);
+            let mut s = Vec::new();
+            assert_eq!(suffix_energy_peak(&h, &mut s), peak_finite(&h), "n={n}");
+            let mut acc = 0.0;
+            for i in (0..n).rev() {
+                acc += sq(h[i]);
+                assert!((s[i] - acc).abs() <= 1e-13 * acc, "n={n} i={i}");
+            }
+            assert_eq!(s[n], 0.0);
+            assert!(s.windows(2).all(|w| w[0] >= w[1]), "n={n}: not monotone");
+            for bad in [f32::NAN, f32::INFINITY] {
+                if n > 0 {
+                    let keep = h[n / 2];
+                    h[n / 2] = bad;
+                    assert_eq!(suffix_energy_peak(&h, &mut s), (None, false), "n={n}");
+                    h[n / 2] = keep;
+                }
+            }
+        }
     }
 
     #[test]
