@@ -633,12 +633,15 @@ fn first_at_or_below(d: &[f64], t: f64) -> Option<usize> {
 
 /// Parameters of one curve.
 ///
-/// One pass finds the peak, a second the Schroeder sums from the onset (in
-/// place they become the EDC of the chosen method). The fit ranges are the
+/// One backward pass over the response finds the peak, checks that every
+/// sample is finite and builds the Schroeder sums; those from the onset on
+/// become, in place, the EDC of the chosen method. The fit ranges are the
 /// first samples at or below `EDC[0] 10^(L/10)` for each level `L`, found
 /// in one scan; the least-squares slopes come from sums of `y` and `k y`
-/// (dB EDC `y`, sample `k`) accumulated between consecutive range ends, so
-/// each logarithm is taken once and only up to the deepest range. Energy
+/// (dB EDC `y`, sample `k`) accumulated between consecutive range ends
+/// ([`db_sums`]: products of mantissas, two logarithms per lane every 512
+/// samples) and only up to the deepest range. A response that is not
+/// finite gives `NoOnset` here (the batch raises instead). Energy
 /// sums come from the EDC itself (`E[a..b) = EDC[a] - EDC[b]`, the first
 /// moment as `sum_{n>=1} EDC[n]`), so they include the tail correction and,
 /// with Chu's method, are noise-subtracted.
