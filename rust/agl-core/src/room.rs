@@ -116,25 +116,36 @@ fn sq(v: f32) -> f64 {
 /// every sample is zero.
 #[inline(always)]
 fn peak(h: &[f32]) -> Option<(usize, f64)> {
+    peak_finite(h).0
+}
+
+/// [`peak`] and whether every sample is finite, in one pass (`v * 0` is NaN
+/// for NaN and +-Inf; see [`all_finite`]).
+#[inline(always)]
+fn peak_finite(h: &[f32]) -> (Option<(usize, f64)>, bool) {
     let mut lanes = [0.0f32; 8];
+    let mut acc = [0.0f32; 8];
     let mut it = h.chunks_exact(8);
     for c in &mut it {
-        for (m, &v) in lanes.iter_mut().zip(c) {
+        for ((m, z), &v) in lanes.iter_mut().zip(acc.iter_mut()).zip(c) {
             let a = v.abs();
             *m = if a > *m { a } else { *m };
+            *z += v * 0.0;
         }
     }
-    let top = it
-        .remainder()
+    let rest = it.remainder();
+    let top = rest
         .iter()
         .fold(lanes.iter().fold(0.0f32, |a, &b| a.max(b)), |a, &v| {
             a.max(v.abs())
         });
-    if top <= 0.0 {
-        return None;
+    let finite =
+        (acc.iter().sum::<f32>() + rest.iter().fold(0.0f32, |a, &v| a + v * 0.0)).is_finite();
+    if !finite || top <= 0.0 {
+        return (None, finite);
     }
-    let i = h.iter().position(|&v| v.abs() == top)?;
-    Some((i, sq(top)))
+    let i = h.iter().position(|&v| v.abs() == top);
+    (i.map(|i| (i, sq(top))), finite)
 }
 
 /// ISO 3382-1 onset: the first sample within 20 dB of the peak energy `pe`.
@@ -152,14 +163,46 @@ fn onset(h: &[f32], pe: f64) -> usize {
 /// non-increasing exactly as a serial sum is.
 #[inline(always)]
 fn suffix_energy(h: &[f32], s: &mut Vec<f64>) {
+    suffix_scan::<false>(h, s);
+}
+
+/// [`suffix_energy`] that also finds what [`peak_finite`] finds, in the
+/// same pass (so the impulse response is read from memory once).
+#[inline(always)]
+fn suffix_energy_peak(h: &[f32], s: &mut Vec<f64>) -> (Option<(usize, f64)>, bool) {
+    let (top, zero) = suffix_scan::<true>(h, s);
+    if !zero.is_finite() {
+        return (None, false);
+    }
+    if top <= 0.0 {
+        return (None, true);
+    }
+    let i = h.iter().position(|&v| v.abs() == top);
+    (i.map(|i| (i, sq(top))), true)
+}
+
+/// The Schroeder sums of [`suffix_energy`]; with `TRACK`, also the largest
+/// `|h[n]|` (NaN ignored) and `sum h[n] * 0` (not finite when a sample is
+/// not), else `(0, 0)`.
+#[inline(always)]
+fn suffix_scan<const TRACK: bool>(h: &[f32], s: &mut Vec<f64>) -> (f32, f32) {
     const K: usize = 4;
     let n = h.len();
     // Growing writes zeros once; every value is overwritten below.
     s.resize(n + 1, 0.0);
     s[n] = 0.0;
     let q = n / K;
+    let (mut top, mut zero) = ([0.0f32; K], [0.0f32; K]);
+    let mut track = |l: usize, v: f32| {
+        if TRACK {
+            let a = v.abs();
+            top[l] = if a > top[l] { a } else { top[l] };
+            zero[l] += v * 0.0;
+        }
+    };
     let mut acc = 0.0;
     for i in (K * q..n).rev() {
+        track(0, h[i]);
         acc += sq(h[i]);
         s[i] = acc;
     }
@@ -174,6 +217,10 @@ fn suffix_energy(h: &[f32], s: &mut Vec<f64>) {
         let s3 = &mut rest[..q];
         let mut a = [0.0f64; K];
         for t in (0..q).rev() {
+            track(0, h0[t]);
+            track(1, h1[t]);
+            track(2, h2[t]);
+            track(3, h3[t]);
             a[0] += sq(h0[t]);
             a[1] += sq(h1[t]);
             a[2] += sq(h2[t]);
@@ -190,6 +237,10 @@ fn suffix_energy(h: &[f32], s: &mut Vec<f64>) {
             }
         }
     }
+    (
+        top.iter().fold(0.0f32, |m, &v| m.max(v)),
+        zero.iter().sum::<f32>(),
+    )
 }
 
 /// Mean energy per sample of `[from, n)` from the Schroeder sums `s`
@@ -374,7 +425,7 @@ fn edc_in_place(s: &mut [f64], sr: f64, method: NoiseMethod, pe: f64) -> usize {
             let sc = s[c];
             // EDC[i] = (S[i] - S[c]) - noise (c - i) + tail.
             sub_ramp(&mut s[..c], noise, c as f64, tail - sc);
-            let end = s[..c].iter().position(|&v| v <= 0.0).unwrap_or(c);
+            let end = first_at_or_below(&s[..c], 0.0).unwrap_or(c);
             s[end..n].iter_mut().for_each(|v| *v = f64::NAN);
             end
         }
@@ -395,16 +446,21 @@ fn edc_in_place(s: &mut [f64], sr: f64, method: NoiseMethod, pe: f64) -> usize {
     }
 }
 
-/// `s[i] = (s[i] - noise (c - i)) + add`, four lanes of float indices (the
-/// integer-to-float conversion of 64-bit lanes does not vectorise).
+/// `s[i] = (s[i] - noise (c - i)) + add`, sixteen lanes of float indices
+/// (the integer-to-float conversion of 64-bit lanes does not vectorise; four
+/// registers of lanes keep the index updates from waiting on each other).
 #[inline(always)]
 fn sub_ramp(s: &mut [f64], noise: f64, c: f64, add: f64) {
-    let mut left = [c, c - 1.0, c - 2.0, c - 3.0];
-    let mut it = s.chunks_exact_mut(4);
+    const L: usize = 16;
+    let mut left = [0.0f64; L];
+    for (l, v) in left.iter_mut().enumerate() {
+        *v = c - l as f64;
+    }
+    let mut it = s.chunks_exact_mut(L);
     for q in &mut it {
-        for l in 0..4 {
+        for l in 0..L {
             q[l] = (q[l] - noise * left[l]) + add;
-            left[l] -= 4.0;
+            left[l] -= L as f64;
         }
     }
     let mut r = left[0];
@@ -412,6 +468,20 @@ fn sub_ramp(s: &mut [f64], noise: f64, c: f64, add: f64) {
         *v = (*v - noise * r) + add;
         r -= 1.0;
     }
+}
+
+/// Sum in f64 over sixteen lanes (four registers of independent adds).
+#[inline(always)]
+fn sum_lanes(x: &[f64]) -> f64 {
+    const L: usize = 16;
+    let mut acc = [0.0f64; L];
+    let mut it = x.chunks_exact(L);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
+    }
+    acc.iter().sum::<f64>() + it.remainder().iter().sum::<f64>()
 }
 
 /// A curve's EDC (`h.len()` values, NaN beyond the usable range).
@@ -475,39 +545,77 @@ pub fn edc_batch(
     })
 }
 
-/// `(sum y, sum k y)` over `k` in `[a, b)` of `y[k] = to_db * ln(d[k] * inv)`:
-/// a block at a time, the logarithms into a buffer and both sums into one
-/// accumulator per block position (plain element-wise loops, which
-/// vectorise whatever the inliner decides around them).
+/// `(sum y, sum k y)` over `k` in `[a, b)` of `y[k] = to_db * ln(d[k] * inv)`
+/// (every `d[k] * inv` a positive normal number).
+///
+/// With `x = 2^e m`, `m` in `[1, 2)`, the exponents are summed exactly and
+/// the logarithms of the mantissas come from products: sixteen lanes (lane
+/// `j` takes the samples `k = j mod 16`) each keep `A = prod m` and
+/// `C = prod A` over up to 32 rows, so that `sum ln m = ln A` and
+/// `sum_r r ln m_r = rows ln A - ln C` (row `r`); both products stay below
+/// `2^528`. Two logarithms per lane every 512 samples replace one per
+/// sample, and the rounding of the products (relative `6e-14` at most) is
+/// smaller than that of a logarithm per sample.
 #[inline(always)]
 fn db_sums(d: &[f64], a: usize, b: usize, inv: f64) -> (f64, f64) {
     const TO_DB: f64 = 10.0 / std::f64::consts::LN_10;
-    const B: usize = 32;
-    let mut y = [0.0f64; B];
-    let (mut s0, mut s1) = ([0.0f64; B], [0.0f64; B]);
-    let mut kf = [0.0f64; B];
+    const L: usize = 16;
+    const T: usize = 32;
+    const MANT: u64 = 0x000f_ffff_ffff_ffff;
+    const ONE: u64 = 1023 << 52;
+    // 2^52 + k holds the integer k exactly (see `fast_ln`).
+    const MAGIC: f64 = 4_503_599_627_370_496.0;
+    let x = &d[a..b];
+    // Exponent sums `sum e` and `sum k e` (k from `a`), exact integers.
+    let (mut e0, mut e1) = ([0.0f64; L], [0.0f64; L]);
+    // Mantissa log sums per lane.
+    let (mut l0, mut l1) = ([0.0f64; L], [0.0f64; L]);
+    let mut kf = [0.0f64; L];
     for (j, k) in kf.iter_mut().enumerate() {
         *k = j as f64;
     }
-    let mut it = d[a..b].chunks_exact(B);
-    for c in &mut it {
-        for (o, &v) in y.iter_mut().zip(c) {
-            *o = TO_DB * fast_ln(v * inv);
+    let mut rows = x.chunks_exact(L);
+    let mut base = 0.0f64;
+    loop {
+        let (mut pa, mut pc) = ([1.0f64; L], [1.0f64; L]);
+        let mut t = 0;
+        for row in rows.by_ref().take(T) {
+            for j in 0..L {
+                let bits = (row[j] * inv).to_bits();
+                let e = f64::from_bits(MAGIC.to_bits() | (bits >> 52)) - (MAGIC + 1023.0);
+                let m = f64::from_bits((bits & MANT) | ONE);
+                e0[j] += e;
+                e1[j] += kf[j] * e;
+                kf[j] += L as f64;
+                pa[j] *= m;
+                pc[j] *= pa[j];
+            }
+            t += 1;
         }
-        for j in 0..B {
-            s0[j] += y[j];
-            s1[j] += kf[j] * y[j];
-            kf[j] += B as f64;
+        if t == 0 {
+            break;
+        }
+        let tf = t as f64;
+        for j in 0..L {
+            let (la, lc) = (fast_ln(pa[j]), fast_ln(pc[j]));
+            l0[j] += la;
+            l1[j] += (base + j as f64) * la + L as f64 * (tf * la - lc);
+        }
+        base += tf * L as f64;
+        if t < T {
+            break;
         }
     }
-    let (mut t0, mut t1) = (s0.iter().sum::<f64>(), s1.iter().sum::<f64>());
-    let done = (b - a) / B * B;
-    for (k, &v) in it.remainder().iter().enumerate() {
-        let y = TO_DB * fast_ln(v * inv);
+    let ln2 = std::f64::consts::LN_2;
+    let mut t0 = ln2 * e0.iter().sum::<f64>() + l0.iter().sum::<f64>();
+    let mut t1 = ln2 * e1.iter().sum::<f64>() + l1.iter().sum::<f64>();
+    let done = x.len() / L * L;
+    for (k, &v) in rows.remainder().iter().enumerate() {
+        let y = fast_ln(v * inv);
         t0 += y;
         t1 += (done + k) as f64 * y;
     }
-    (t0, t1 + a as f64 * t0)
+    (TO_DB * t0, TO_DB * (t1 + a as f64 * t0))
 }
 
 /// Index of the first value at or below `t`, sixteen values per test.
@@ -525,16 +633,33 @@ fn first_at_or_below(d: &[f64], t: f64) -> Option<usize> {
 
 /// Parameters of one curve.
 ///
-/// One pass finds the peak, a second the Schroeder sums from the onset (in
-/// place they become the EDC of the chosen method). The fit ranges are the
+/// One backward pass over the response finds the peak, checks that every
+/// sample is finite and builds the Schroeder sums; those from the onset on
+/// become, in place, the EDC of the chosen method. The fit ranges are the
 /// first samples at or below `EDC[0] 10^(L/10)` for each level `L`, found
 /// in one scan; the least-squares slopes come from sums of `y` and `k y`
-/// (dB EDC `y`, sample `k`) accumulated between consecutive range ends, so
-/// each logarithm is taken once and only up to the deepest range. Energy
+/// (dB EDC `y`, sample `k`) accumulated between consecutive range ends
+/// ([`db_sums`]: products of mantissas, two logarithms per lane every 512
+/// samples) and only up to the deepest range. A response that is not
+/// finite gives `NoOnset` here (the batch raises instead). Energy
 /// sums come from the EDC itself (`E[a..b) = EDC[a] - EDC[b]`, the first
 /// moment as `sum_{n>=1} EDC[n]`), so they include the tail correction and,
 /// with Chu's method, are noise-subtracted.
 pub fn room_params_curve(h: &[f32], sr: f64, method: NoiseMethod, direct_ms: f64) -> RoomParams {
+    room_params_finite(h, sr, method, direct_ms).unwrap_or(RoomParams {
+        values: [f64::NAN; 9],
+        status: [Status::NoOnset; 9],
+    })
+}
+
+/// [`room_params_curve`], `None` when a sample is not finite (found in the
+/// pass that finds the peak).
+fn room_params_finite(
+    h: &[f32],
+    sr: f64,
+    method: NoiseMethod,
+    direct_ms: f64,
+) -> Option<RoomParams> {
     SUMS.with(|cell| match cell.try_borrow_mut() {
         Ok(mut s) => crate::fastmath::vectorized(
             #[inline(always)]
@@ -554,30 +679,35 @@ fn room_params_impl(
     method: NoiseMethod,
     direct_ms: f64,
     s: &mut Vec<f64>,
-) -> RoomParams {
+) -> Option<RoomParams> {
     let mut values = [f64::NAN; 9];
     let mut status = [Status::Ok; 9];
-    let Some((pk, pe)) = peak(h) else {
-        return RoomParams {
+    // The sums from the onset on are those of the whole response.
+    let (found, finite) = suffix_energy_peak(h, s);
+    if !finite {
+        return None;
+    }
+    let Some((pk, pe)) = found else {
+        return Some(RoomParams {
             values,
             status: [Status::NoOnset; 9],
-        };
+        });
     };
     let o = onset(h, pe);
     if h.len() - o < 4 {
-        return RoomParams {
+        return Some(RoomParams {
             values,
             status: [Status::TooShort; 9],
-        };
+        });
     }
-    suffix_energy(&h[o..], s);
+    let s = &mut s[o..];
     let end = edc_in_place(s, sr, method, pe);
     let e0 = s[0];
     if end < 2 || !(e0 > 0.0) {
-        return RoomParams {
+        return Some(RoomParams {
             values,
             status: [Status::InsufficientRange; 9],
-        };
+        });
     }
     let d = &s[..end];
     // First samples at or below 0, -5, -10, -25, -35 and -65 dB.
@@ -657,7 +787,7 @@ fn room_params_impl(
         }
     }
     status[7] = status[5];
-    values[8] = crate::fastmath::sum_f64(&d[1..]) / e0 / sr;
+    values[8] = sum_lanes(&d[1..]) / e0 / sr;
     // DRR around the peak (the first largest sample of the usable range).
     let p = if pk - o < end {
         pk - o
@@ -682,7 +812,7 @@ fn room_params_impl(
             values[k] = f64::NAN;
         }
     }
-    RoomParams { values, status }
+    Some(RoomParams { values, status })
 }
 
 /// [`room_params_curve`] over a batch of curves.
@@ -698,10 +828,19 @@ pub fn room_params_batch(
     if !(direct_ms.is_finite() && direct_ms >= 0.0) {
         return Err(AglError::param("direct_ms", direct_ms, "must be >= 0"));
     }
-    check_curves(curves)?;
-    map_items(curves.len(), n_threads, cancel, |i| {
-        Ok(room_params_curve(curves[i], sr, method, direct_ms))
-    })
+    // The finiteness check rides on each curve's peak pass; a curve that
+    // fails it sends the batch to `check_curves` for the error naming the
+    // first bad curve.
+    let out = map_items(curves.len(), n_threads, cancel, |i| {
+        room_params_finite(curves[i], sr, method, direct_ms).ok_or_else(|| AglError::NonFinite {
+            what: format!("impulse response (curve {i})"),
+            index: 0,
+        })
+    });
+    if out.is_err() {
+        check_curves(curves)?;
+    }
+    out
 }
 
 /// Mean absolute difference of the normalised dB EDCs of `pred` and `reference`
@@ -838,6 +977,160 @@ mod tests {
         for k in -3000..3000 {
             let x = 1.013f64.powi(k) * 0.77;
             assert!((fast_ln(x) - x.ln()).abs() < 1e-12, "{x}");
+        }
+    }
+
+    /// `db_sums` against a logarithm per sample, over lengths around the
+    /// lane and flush sizes and decays deep enough to span many exponents.
+    #[test]
+    fn db_sums_match_per_sample_logs() {
+        let mut g = Lcg(99);
+        let n = 3000;
+        let d: Vec<f64> = (0..n)
+            .map(|i| (1.5 + g.unit()) * (-(i as f64) / 150.0).exp())
+            .collect();
+        let inv = 1.0 / d[0];
+        let to_db = 10.0 / std::f64::consts::LN_10;
+        for (a, b) in [
+            (0, 1),
+            (3, 18),
+            (0, 16),
+            (5, 517),
+            (0, 512),
+            (7, 1100),
+            (0, n),
+            (1, n),
+        ] {
+            let (mut r0, mut r1) = (0.0, 0.0);
+            for (k, &v) in d.iter().enumerate().take(b).skip(a) {
+                let y = to_db * (v * inv).ln();
+                r0 += y;
+                r1 += k as f64 * y;
+            }
+            let (s0, s1) = db_sums(&d, a, b, inv);
+            assert!(
+                (s0 - r0).abs() <= 1e-12 * r0.abs().max(1.0),
+                "{a}..{b}: {s0} {r0}"
+            );
+            assert!(
+                (s1 - r1).abs() <= 1e-12 * r1.abs().max(1.0),
+                "{a}..{b}: {s1} {r1}"
+            );
+        }
+    }
+
+    /// The fused peak and finiteness pass against a scalar reference, with
+    /// bad values in the eight-wide body and in the remainder.
+    #[test]
+    fn peak_finite_matches_scalar_reference() {
+        let reference = |h: &[f32]| {
+            let finite = h.iter().all(|v| v.is_finite());
+            let top = h.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+            let at = h.iter().position(|&v| v.abs() == top);
+            let found = if finite && top > 0.0 {
+                at.map(|i| (i, sq(top)))
+            } else {
+                None
+            };
+            (found, finite)
+        };
+        for n in [0, 1, 7, 8, 9, 63, 100] {
+            let mut h = crate::testutil::noise(n, n as u64 + 1);
+            assert_eq!(peak_finite(&h), reference(&h), "n={n}");
+            if n > 0 {
+                // A tie: the first of two equal largest magnitudes wins.
+                let top = h.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+                h[n - 1] = -top;
+                assert_eq!(peak_finite(&h), reference(&h), "n={n} tie");
+            }
+            for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                for at in [0, n / 2, n.saturating_sub(1)] {
+                    if at < n {
+                        let mut g = h.clone();
+                        g[at] = bad;
+                        assert_eq!(peak_finite(&g), (None, false), "n={n} at={at} {bad}");
+                    }
+                }
+            }
+        }
+        assert_eq!(peak_finite(&[0.0; 20]), (None, true));
+    }
+
+    /// The fused scan against [`peak_finite`] and serial backward sums.
+    #[test]
+    fn suffix_energy_peak_matches_separate_passes() {
+        for n in [0, 1, 3, 4, 5, 17, 1000, 1003] {
+            let mut h = crate::testutil::noise(n, 7 + n as u64);
+            let mut s = Vec::new();
+            assert_eq!(suffix_energy_peak(&h, &mut s), peak_finite(&h), "n={n}");
+            let mut acc = 0.0;
+            for i in (0..n).rev() {
+                acc += sq(h[i]);
+                assert!((s[i] - acc).abs() <= 1e-13 * acc, "n={n} i={i}");
+            }
+            assert_eq!(s[n], 0.0);
+            assert!(s.windows(2).all(|w| w[0] >= w[1]), "n={n}: not monotone");
+            for bad in [f32::NAN, f32::INFINITY] {
+                if n > 0 {
+                    let keep = h[n / 2];
+                    h[n / 2] = bad;
+                    assert_eq!(suffix_energy_peak(&h, &mut s), (None, false), "n={n}");
+                    h[n / 2] = keep;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn batch_names_the_first_curve_that_is_not_finite() {
+        let good = decay(0.3, 16000.0, 0.5, None);
+        let mut nan = good.clone();
+        nan[9] = f32::NAN;
+        let mut inf = good.clone();
+        inf[4000] = f32::INFINITY;
+        let curves: Vec<&[f32]> = vec![&good, &inf, &good, &nan];
+        for threads in [1, 2] {
+            let e = room_params_batch(
+                &curves,
+                16000.0,
+                NoiseMethod::LundebyChu,
+                2.5,
+                Some(threads),
+                never(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("curve 1") && e.contains("4000"), "{e}");
+        }
+        let ok = room_params_batch(
+            &[&good],
+            16000.0,
+            NoiseMethod::LundebyChu,
+            2.5,
+            Some(1),
+            never(),
+        );
+        assert_eq!(
+            ok.unwrap()[0],
+            room_params_curve(&good, 16000.0, NoiseMethod::LundebyChu, 2.5)
+        );
+    }
+
+    #[test]
+    fn sub_ramp_and_sum_lanes_match_scalar_loops() {
+        for n in [0, 1, 15, 16, 17, 100, 1001] {
+            let x: Vec<f64> = (0..n).map(|i| 1.0 + (i % 7) as f64 * 0.25).collect();
+            let mut y = x.clone();
+            sub_ramp(&mut y, 0.01, n as f64 + 3.0, 0.5);
+            for (i, (&a, &b)) in x.iter().zip(&y).enumerate() {
+                assert_eq!(
+                    b,
+                    (a - 0.01 * (n as f64 + 3.0 - i as f64)) + 0.5,
+                    "n={n} i={i}"
+                );
+            }
+            // Every partial sum of quarters is exact, so the order is moot.
+            assert_eq!(sum_lanes(&x), x.iter().sum::<f64>(), "n={n}");
         }
     }
 
