@@ -365,7 +365,8 @@ struct Lambda {
     ssig2: f64,
     csig2: f64,
     eps: f64,
-    dlam12: f64,
+    salp0: f64,
+    calp2: f64,
 }
 
 impl Ellipsoid {
@@ -409,7 +410,29 @@ impl Ellipsoid {
             || csig12 >= 0.0
             || ssig12 >= 6.0 * self.n.abs() * std::f64::consts::PI * cbet1 * cbet1
         {
-            // Not nearly antipodal: the spherical guess is good enough.
+            // Not nearly antipodal: the spherical guess is good enough,
+            // better still with the longitude on the auxiliary sphere
+            // corrected to first order in f (eq. 8 without the C3 terms:
+            // omega12 = lambda12 + f A3 sin(alp0) sigma12), which leaves an
+            // error of O(f eps) for Newton rather than O(f).
+            if !shortline && salp1 > 0.0 {
+                let (s, c) = norm(salp1, calp1);
+                let salp0 = s * cbet1;
+                let calp0 = hyp(c, s * sbet1);
+                let k2 = calp0 * calp0 * self.ep2;
+                let eps = k2 / (2.0 * (1.0 + (1.0 + k2).sqrt()) + k2);
+                let sig12 = ssig12.atan2(csig12);
+                let omg12 = lam12 + self.f * self.a3(eps) * salp0 * sig12;
+                let (so, co) = omg12.sin_cos();
+                if so > 0.0 {
+                    salp1 = cbet2 * so;
+                    calp1 = if co >= 0.0 {
+                        sbet12 + cbet2 * sbet1 * so * so / (1.0 + co)
+                    } else {
+                        sbet12a - cbet2 * sbet1 * so * so / (1.0 - co)
+                    };
+                }
+            }
         } else {
             // Nearly antipodal: scale to the astroid plane (eqs. 53-56).
             let lam12x = (-slam12).atan2(-clam12);
@@ -440,9 +463,8 @@ impl Ellipsoid {
     }
 
     /// Longitude difference `lambda12` reached from point 1 with azimuth
-    /// `alp1`, minus the target (eqs. 8-11 with the C3 series), and its
-    /// derivative in `alp1` (eq. 46) when `diffp`.
-    #[allow(clippy::too_many_arguments)]
+    /// `alp1`, minus the target (eqs. 8-11 with the C3 series).
+    #[inline(always)]
     fn lambda12(
         &self,
         p1: Beta,
@@ -451,10 +473,9 @@ impl Ellipsoid {
         mut calp1: f64,
         slam120: f64,
         clam120: f64,
-        diffp: bool,
     ) -> Lambda {
-        let (sbet1, cbet1, dn1) = p1;
-        let (sbet2, cbet2, dn2) = p2;
+        let (sbet1, cbet1, _) = p1;
+        let (sbet2, cbet2, _) = p2;
         if sbet1 == 0.0 && calp1 == 0.0 {
             calp1 = -tiny();
         }
@@ -490,14 +511,6 @@ impl Ellipsoid {
         let b312 = sin_series_diff((ssig1, csig1), (ssig2, csig2), &c3a);
         let domg12 = -self.f * self.a3(eps) * salp0 * (sig12 + b312);
         let lam12 = eta + domg12;
-        let dlam12 = if !diffp {
-            f64::NAN
-        } else if calp2 == 0.0 {
-            -2.0 * self.f1 * dn1 / sbet1
-        } else {
-            let m12b = self.reduced_length(eps, sig12, (ssig1, csig1, dn1), (ssig2, csig2, dn2));
-            m12b * self.f1 / (calp2 * cbet2)
-        };
         Lambda {
             lam12,
             sig12,
@@ -506,7 +519,25 @@ impl Ellipsoid {
             ssig2,
             csig2,
             eps,
-            dlam12,
+            salp0,
+            calp2,
+        }
+    }
+
+    /// The derivative of `lambda12` in `alp1` (eq. 46) at `l`, with the
+    /// reduced length `m12 / b` it came from (NaN on the meridian branch).
+    #[inline(always)]
+    fn dlam12(&self, l: &Lambda, (sbet1, _, dn1): Beta, (_, cbet2, dn2): Beta) -> (f64, f64) {
+        if l.calp2 == 0.0 {
+            (-2.0 * self.f1 * dn1 / sbet1, f64::NAN)
+        } else {
+            let m12b = self.reduced_length(
+                l.eps,
+                l.sig12,
+                (l.ssig1, l.csig1, dn1),
+                (l.ssig2, l.csig2, dn2),
+            );
+            (m12b * self.f1 / (l.calp2 * cbet2), m12b)
         }
     }
 
@@ -585,8 +616,10 @@ impl Ellipsoid {
         let (mut tripn, mut tripb) = (false, false);
         let mut numit = 0;
         let mut last;
+        // m12 / b at the previous Newton step (NaN after a bisection).
+        let mut prev_m12b = f64::NAN;
         loop {
-            last = self.lambda12(p1, p2, salp1, calp1, slam12, clam12, numit < MAXIT1);
+            last = self.lambda12(p1, p2, salp1, calp1, slam12, clam12);
             let v = last.lam12;
             if numit >= MAXIT2
                 || tripb
@@ -602,8 +635,29 @@ impl Ellipsoid {
                 (salp1a, calp1a) = (salp1, calp1);
             }
             numit += 1;
-            if numit < MAXIT1 && last.dlam12 > 0.0 {
-                let dalp1 = -v / last.dlam12;
+            // Close enough to finish to first order: the geodesic at alp1
+            // ends on the parallel of point 2, overshooting it by v in
+            // longitude, so the true distance is shorter by the component
+            // along the geodesic of that step, a cos(beta2) sin(alp2) v =
+            // a sin(alp0) v (Clairaut). The neglected second-order term, at
+            // most (a v)^2 / (2 |m12|), is held under 1e-11 m (with m12 of
+            // the previous step, which a step this small barely changes,
+            // given a factor of 2 of margin).
+            let av = self.a * v;
+            if av * av < 1e-11 * (prev_m12b * self.b).abs() {
+                return self.finish(&last, av);
+            }
+            let (dlam12, m12b) = if numit < MAXIT1 {
+                self.dlam12(&last, p1, p2)
+            } else {
+                (f64::NAN, f64::NAN)
+            };
+            if numit < MAXIT1 && dlam12 > 0.0 {
+                if av * av < 2e-11 * (m12b * self.b).abs() {
+                    return self.finish(&last, av);
+                }
+                prev_m12b = m12b;
+                let dalp1 = -v / dlam12;
                 if dalp1.abs() < std::f64::consts::PI {
                     let (sd, cd) = dalp1.sin_cos();
                     let nsalp1 = salp1 * cd + calp1 * sd;
@@ -616,6 +670,7 @@ impl Ellipsoid {
                 }
             }
             // Newton failed or left the bracket: bisect.
+            prev_m12b = f64::NAN;
             (salp1, calp1) = norm((salp1a + salp1b) / 2.0, (calp1a + calp1b) / 2.0);
             tripn = false;
             tripb = (salp1a - salp1).abs() + (calp1a - calp1) < tolb()
@@ -628,6 +683,16 @@ impl Ellipsoid {
             (last.ssig2, last.csig2),
         );
         s12x * self.b
+    }
+}
+
+impl Ellipsoid {
+    /// Distance in metres from the solution `l` whose longitude overshoots
+    /// the target by `av / a` radians, corrected to first order.
+    #[inline(always)]
+    fn finish(&self, l: &Lambda, av: f64) -> f64 {
+        let s12 = self.s12b(l.eps, l.sig12, (l.ssig1, l.csig1), (l.ssig2, l.csig2));
+        s12 * self.b - av * l.salp0
     }
 }
 
