@@ -80,6 +80,20 @@ fn rem360(x: f64) -> f64 {
     }
 }
 
+/// Sine and cosine of a small angle `d` (radians): Taylor polynomials to
+/// within an ulp for |d| <= 1/32, else the library's `sin_cos`.
+#[inline(always)]
+fn sincos_small(d: f64) -> (f64, f64) {
+    if d.abs() > 1.0 / 32.0 {
+        return d.sin_cos();
+    }
+    let d2 = d * d;
+    // Next terms d^9 / 9! and d^10 / 10!: below 1e-19 of the result.
+    let s = d + d * d2 * (-1.0 / 6.0 + d2 * (1.0 / 120.0 + d2 * (-1.0 / 5040.0)));
+    let c = 1.0 + d2 * (-0.5 + d2 * (1.0 / 24.0 + d2 * (-1.0 / 720.0 + d2 * (1.0 / 40320.0))));
+    (s, c)
+}
+
 /// Error-free sum: `u + v = s + t` exactly.
 #[inline]
 fn two_sum(u: f64, v: f64) -> (f64, f64) {
@@ -422,8 +436,10 @@ impl Ellipsoid {
                 let k2 = calp0 * calp0 * self.ep2;
                 let eps = k2 / (2.0 * (1.0 + (1.0 + k2).sqrt()) + k2);
                 let sig12 = ssig12.atan2(csig12);
-                let omg12 = lam12 + self.f * self.a3(eps) * salp0 * sig12;
-                let (so, co) = omg12.sin_cos();
+                // omega12 = lambda12 + d, d at most f pi: by the sum rule.
+                let d = self.f * self.a3(eps) * salp0 * sig12;
+                let (sd, cd) = sincos_small(d);
+                let (so, co) = (slam12 * cd + clam12 * sd, clam12 * cd - slam12 * sd);
                 if so > 0.0 {
                     salp1 = cbet2 * so;
                     calp1 = if co >= 0.0 {
@@ -659,7 +675,7 @@ impl Ellipsoid {
                 prev_m12b = m12b;
                 let dalp1 = -v / dlam12;
                 if dalp1.abs() < std::f64::consts::PI {
-                    let (sd, cd) = dalp1.sin_cos();
+                    let (sd, cd) = sincos_small(dalp1);
                     let nsalp1 = salp1 * cd + calp1 * sd;
                     if nsalp1 > 0.0 {
                         calp1 = calp1 * cd - salp1 * sd;
@@ -787,6 +803,18 @@ mod tests {
             p.push([0.0, b, 90.0 * u(), d]);
         }
         p
+    }
+
+    #[test]
+    fn small_angle_sine_and_cosine() {
+        let mut u = uniforms(11);
+        for _ in 0..100_000 {
+            let d = (u() - 0.5) / 16.0 * 10f64.powf(-8.0 * u());
+            let (s, c) = sincos_small(d);
+            assert!((s - d.sin()).abs() <= 2.0 * f64::EPSILON * d.abs(), "{d}");
+            assert!((c - d.cos()).abs() <= f64::EPSILON, "{d}");
+        }
+        assert_eq!(sincos_small(0.5), 0.5f64.sin_cos());
     }
 
     #[test]
