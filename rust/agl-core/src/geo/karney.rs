@@ -7,6 +7,16 @@
 //! expansion parameter, n the third flattening. Angles are kept as
 //! (sine, cosine) pairs wherever possible to keep full accuracy near the
 //! poles and for nearly antipodal points.
+//!
+//! Tuned for the distance alone: (sine, cosine) pairs are normalised with a
+//! plain square root (they are bounded, so `hypot`'s scaling is not
+//! needed); the final length takes only the C1 series; the starting azimuth
+//! uses the longitude on the auxiliary sphere corrected to first order in
+//! f, so one Newton step usually brings the longitude error under 1e-10 rad;
+//! and the last step is replaced by its first-order effect on the distance
+//! when the second-order remainder is below 1e-11 m. About two evaluations
+//! of the longitude per pair instead of four; `karney_ref.rs` keeps the
+//! plain transcription the tests compare against.
 
 use crate::error::{AglError, Result};
 
