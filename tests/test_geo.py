@@ -68,7 +68,7 @@ def test_geodesic_matches_geographiclib_on_1e5_pairs():
     got = geo.geodesic(lat1, lon1, lat2, lon2)
     pairs = zip(lat1, lon1, lat2, lon2, strict=True)
     ref = np.array([geodesic_ref.Inverse(a, b, c, d)["s12"] for a, b, c, d in pairs])
-    np.testing.assert_allclose(got, ref / 1000.0, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got, ref / 1000.0, rtol=0, atol=1e-10)  # 100 nm
 
 
 def _edge_pairs(n, seed=5):
@@ -115,7 +115,7 @@ def test_geodesic_matches_geopy():
         geopy_distance.geodesic((a, b), (c, d)).km
         for a, b, c, d in zip(lat1, lon1, lat2, (lon2 + 180) % 360 - 180, strict=False)
     ]
-    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
 
 
 def test_analytic_values():
