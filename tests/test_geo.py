@@ -68,7 +68,43 @@ def test_geodesic_matches_geographiclib_on_1e5_pairs():
     got = geo.geodesic(lat1, lon1, lat2, lon2)
     pairs = zip(lat1, lon1, lat2, lon2, strict=True)
     ref = np.array([geodesic_ref.Inverse(a, b, c, d)["s12"] for a, b, c, d in pairs])
-    np.testing.assert_allclose(got, ref / 1000.0, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got, ref / 1000.0, rtol=0, atol=1e-10)  # 100 nm
+
+
+def _edge_pairs(n, seed=5):
+    """Pairs the solver treats specially: coincident and very close points
+    (micrometres to 100 km), nearly antipodal points on and near the
+    equator, meridians through the poles, and pole to pole."""
+    rng = np.random.default_rng(seed)
+    lat1 = np.degrees(np.arcsin(rng.uniform(-1, 1, n)))
+    lon1 = rng.uniform(-180, 180, n)
+    k = n // 6
+    step = 10.0 ** rng.uniform(-11, 0, n)  # degrees
+    lat2 = np.clip(lat1 + step * rng.uniform(-1, 1, n), -90, 90)
+    lon2 = lon1 + step * rng.uniform(-1, 1, n)
+    lat2[:k] = lat1[:k]
+    lon2[:k] = lon1[:k]  # coincident
+    lat1[k : 2 * k] = rng.uniform(-0.01, 0.01, k)
+    lat2[k : 2 * k] = rng.uniform(-0.01, 0.01, k)
+    lon2[k : 2 * k] = lon1[k : 2 * k] + 180 - rng.uniform(0, 1, k)  # near-antipodal, equator
+    lat1[2 * k : 3 * k] = 0.0
+    lat2[2 * k : 3 * k] = 0.0
+    lon2[2 * k : 3 * k] = lon1[2 * k : 3 * k] + rng.uniform(170, 180, k)  # equator
+    lon2[3 * k : 4 * k] = lon1[3 * k : 4 * k] + rng.choice([0.0, 180.0], k)  # meridians
+    lat2[3 * k : 4 * k] = rng.uniform(-90, 90, k)
+    lat1[4 * k : 5 * k] = rng.choice([-90.0, 90.0], k)
+    lat2[4 * k : 5 * k] = rng.choice([-90.0, 90.0], k)  # pole to pole or coincident poles
+    return lat1, lon1, lat2, lon2
+
+
+def test_geodesic_matches_geographiclib_on_edge_cases_to_nanometres():
+    lat1, lon1, lat2, lon2 = _edge_pairs(12_000)
+    got = geo.geodesic(lat1, lon1, lat2, lon2)
+    pairs = zip(lat1, lon1, lat2, lon2, strict=True)
+    ref = np.array([geodesic_ref.Inverse(a, b, c, d)["s12"] for a, b, c, d in pairs])
+    # geographiclib is accurate to 15 nm; agl-fast agrees with it to 100 nm.
+    np.testing.assert_allclose(got, ref / 1000.0, rtol=0, atol=1e-10)
+    assert (got[:2000] == 0.0).all()  # coincident points
 
 
 def test_geodesic_matches_geopy():
@@ -79,7 +115,7 @@ def test_geodesic_matches_geopy():
         geopy_distance.geodesic((a, b), (c, d)).km
         for a, b, c, d in zip(lat1, lon1, lat2, (lon2 + 180) % 360 - 180, strict=False)
     ]
-    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
 
 
 def test_analytic_values():

@@ -21,6 +21,8 @@ use crate::error::{AglError, Result};
 use crate::parallel::{install, Cancel};
 
 mod karney;
+#[cfg(test)]
+mod karney_ref;
 
 pub use karney::Ellipsoid;
 
