@@ -1,5 +1,7 @@
-"""Curation benchmark: MP3 (44.1 kHz stereo) -> 32 kHz -> levels and quality
-filters, agl-fast's batch function vs librosa, same files, same run.
+"""Curation benchmark: the batch function of agl-fast curate against librosa.
+
+MP3 (44.1 kHz stereo) -> 32 kHz -> levels and quality filters, same files,
+same run.
 
 The one-thread table (the issue's figure and the CI gate) times, in process
 CPU seconds on one thread, the code every ``agl-fast curate`` worker runs:
@@ -179,7 +181,9 @@ def main() -> int:
     )
     ap.add_argument("--quick", action="store_true", help="about 9 minutes of audio")
     ap.add_argument("--hours", type=float, default=2.0, help="hours of audio in the corpus")
-    ap.add_argument("--channels", choices=["mono", "stereo", "both"], default="both")
+    ap.add_argument(
+        "--channels", choices=["mono", "stereo", "both"], default="both", help="set-ups measured"
+    )
     ap.add_argument(
         "--workers",
         type=int,
