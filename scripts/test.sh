@@ -127,6 +127,6 @@ step "performance gate (ratios against the references, same run)"
 # function curate's workers run (BatchProcessor on curate's batches of
 # eight files), one thread, process CPU time, best of two alternating
 # rounds, with its decode and decode + resample steps and one `curate` run
-# end to end with one worker process. Measured 4.75-5.71x; the gate sits at
-# about 70% of the lower figure.
+# end to end with one worker process. Measured 4.69-5.71x; the gate sits at
+# about 75% of the lower figure.
 "$PY" benches/bench_curate.py --hours 0.5 --channels mono --workers 1 --repeat 2 --gate 3.5
