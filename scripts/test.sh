@@ -136,10 +136,10 @@ step "performance gate (ratios against the references, same run)"
 if "$PY" -c "import pyproj" 2>/dev/null; then GEOD_GATE=1.5; else GEOD_GATE=105; fi
 "$PY" benches/bench_geo.py --quick --hav-gate 2.9 --geod-gate "$GEOD_GATE"
 # Curation (decode MP3 -> 32 kHz -> levels + quality filters) against
-# librosa.load + the same metrics, the mono set-up, one worker, best
-# of two alternating runs. agl-fast's side is `curate` itself: worker
-# processes (crash isolation), Parquet parts and the final table included,
-# so the corpus is half an hour (on the 9-minute quick corpus the run's
-# fixed cost, about 0.1 s of worker start, weighs 10-20%). Measured 4.2x
-# with another job on the second core; the gate sits at about 80%.
+# librosa.load + the same metrics, the mono set-up: the batch
+# function curate's workers run (BatchProcessor on curate's batches of
+# eight files), one thread, process CPU time, best of two alternating
+# rounds, with its decode and decode + resample steps and one `curate` run
+# end to end with one worker process. Measured 4.69-5.71x; the gate sits at
+# about 75% of the lower figure.
 "$PY" benches/bench_curate.py --hours 0.5 --channels mono --workers 1 --repeat 2 --gate 3.5

@@ -110,3 +110,26 @@ def test_curate_reads_manifests_with_the_manifest_module(noise_dir: Path, tmp_pa
     (tmp_path / "m.txt").write_text("key,path\na,b.wav\n")
     with pytest.raises(ParameterError, match=r"unknown format '\.txt'"):
         read_manifest(tmp_path / "m.txt")
+
+
+def test_quality_stage_runs_on_the_batch_threads(
+    noise_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A curate worker has one native thread: the quality filters run on the
+    # batch's thread count too (spied through, not replaced), with the same
+    # rows whatever that count.
+    import agl_fast.quality as quality
+
+    seen: list[int | None] = []
+    real = quality.quality_filter
+
+    def spy(*args: object, n_threads: int | None = None, **kw: object) -> pa.Table:
+        seen.append(n_threads)
+        return real(*args, n_threads=n_threads, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(quality, "quality_filter", spy)
+    table = pa.table({"path": [str(noise_dir / "noise.wav")] * 3})
+    one = process_batch(table, BatchConfig(sr=SR, threads=1))
+    two = process_batch(table, BatchConfig(sr=SR, threads=2))
+    assert seen == [1, 2]
+    assert one.equals(two)

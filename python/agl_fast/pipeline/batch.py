@@ -175,7 +175,9 @@ def build_stages(cfg: BatchConfig) -> list[Stage]:
     stages: list[Stage] = [levels_stage]
     for st in _registered():
         # the quality filter with this configuration's thresholds
-        stages.append((quality_stage(cfg.thresholds()) or st) if st.name == "quality" else st)
+        if st.name == "quality":
+            st = quality_stage(cfg.thresholds(), cfg.threads) or st
+        stages.append(st)
     if cfg.features != "none":
         stages.append(FeatureStage(cfg.features, cfg.threads))
     scheme: Literal["segments10", "time"] = (

@@ -160,11 +160,14 @@ def _downmix(y: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(y.mean(axis=0), dtype=np.float32)
 
 
-def quality_stage(thresholds: Mapping[str, float] | None = None) -> Stage | None:
+def quality_stage(
+    thresholds: Mapping[str, float] | None = None, n_threads: int | None = None
+) -> Stage | None:
     """The quality-filter stage, or ``None`` without :mod:`agl_fast.quality`.
 
     ``thresholds`` are keyword arguments of
-    :func:`agl_fast.quality.quality_filter` (default: its defaults).
+    :func:`agl_fast.quality.quality_filter` (default: its defaults);
+    ``n_threads`` its native threads (default: the library default).
     """
     if importlib.util.find_spec("agl_fast.quality") is None:
         return None
@@ -174,7 +177,7 @@ def quality_stage(thresholds: Mapping[str, float] | None = None) -> Stage | None
     def run(clips: Clips) -> Columns:
         # The AGL1K filters are defined on mono audio: the channel mean.
         mono = [_downmix(y) for y in clips.audio]
-        table = quality.quality_filter(mono, sr=clips.sr, **limits)
+        table = quality.quality_filter(mono, sr=clips.sr, n_threads=n_threads, **limits)
         rename = {"pass": "quality_pass", "passed": "quality_pass"}
         return {rename.get(n, n): table.column(n) for n in table.column_names}
 
