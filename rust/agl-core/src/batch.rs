@@ -62,6 +62,47 @@ impl Zeroed for f32 {
     }
 }
 
+/// A source of output buffers: `alloc(n)` returns an empty vector with room
+/// for at least `n` values.
+type OutputAlloc = dyn Fn(usize) -> Vec<f32>;
+
+thread_local! {
+    static OUTPUT_ALLOC: std::cell::Cell<Option<*const OutputAlloc>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Run `f` with `alloc` providing the output buffers of the block engine
+/// ([`run_blockwise`]) started on this thread, e.g. to take them from
+/// another thread's allocator arena.
+pub fn with_output_allocator<R>(alloc: &dyn Fn(usize) -> Vec<f32>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<*const OutputAlloc>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OUTPUT_ALLOC.with(|c| c.set(self.0));
+        }
+    }
+    // SAFETY: only the lifetime is erased; the pointer is read by
+    // `output_buffer` on this thread while `f` runs, and `Restore` removes
+    // it (even on unwinding) before `alloc` goes out of scope.
+    let erased: &'static OutputAlloc = unsafe { std::mem::transmute(alloc) };
+    let _restore = Restore(OUTPUT_ALLOC.with(|c| c.replace(Some(erased as *const OutputAlloc))));
+    f()
+}
+
+/// An empty output buffer with room for `n` values (see
+/// [`with_output_allocator`]).
+fn output_buffer(n: usize) -> Vec<f32> {
+    let mut v = match OUTPUT_ALLOC.with(|c| c.get()) {
+        // SAFETY: set by `with_output_allocator`, which keeps the target
+        // alive while the pointer is installed.
+        Some(p) => unsafe { (*p)(n) },
+        None => Vec::with_capacity(n),
+    };
+    v.clear();
+    v.reserve_exact(n);
+    v
+}
+
 /// Smallest buffer (bytes) that asks for transparent huge pages.
 const HUGE_PAGE_MIN: usize = 8 << 20;
 
@@ -287,16 +328,12 @@ where
         offsets,
         extents,
     } = plan_output(n_frames, layout, extent);
-    let mut data = f32::zeroed_vec(data_len);
-    if data.is_empty() {
-        return Ok(FrameOutput {
-            data,
-            offsets,
-            extents,
-            n_frames: n_frames.to_vec(),
-        });
-    }
     let threads = crate::parallel::resolve_threads(n_threads)?;
+    // Every value is written below (frames by the tasks, padding after
+    // them), so the buffer is not zeroed first; its length is set once all
+    // writes are done.
+    let mut data = output_buffer(data_len);
+    huge_pages(data.spare_capacity_mut());
     let total_frames: usize = n_frames.iter().sum();
     let tasks = make_tasks(n_frames, chunk_frames(total_frames, threads, LANES));
 
@@ -322,12 +359,25 @@ where
                     unsafe {
                         match layout {
                             Layout::WidthTime { width } => {
-                                for w in 0..width {
-                                    std::ptr::copy_nonoverlapping(
-                                        vals.as_ptr().add(w * LANES),
-                                        out_ref.0.add(base + w * ext + b0),
-                                        n,
-                                    );
+                                let dst = out_ref.0.add(base + b0);
+                                if n == LANES {
+                                    // Whole blocks: one fixed-size copy per row.
+                                    for (w, v) in vals.chunks_exact(LANES).take(width).enumerate() {
+                                        let row: [f32; LANES] =
+                                            v.try_into().unwrap_or([0.0; LANES]);
+                                        std::ptr::write_unaligned(
+                                            dst.add(w * ext) as *mut [f32; LANES],
+                                            row,
+                                        );
+                                    }
+                                } else {
+                                    for w in 0..width {
+                                        std::ptr::copy_nonoverlapping(
+                                            vals.as_ptr().add(w * LANES),
+                                            dst.add(w * ext),
+                                            n,
+                                        );
+                                    }
                                 }
                             }
                             Layout::ChannelsTimeWidth { channels, width } => {
@@ -349,6 +399,23 @@ where
         )
     })?;
     result?;
+    // Zeros past each item's last frame (the padded frame axis).
+    for (item, (&nf, &ext)) in n_frames.iter().zip(&extents).enumerate() {
+        let base = offsets[item];
+        let (rows, width) = match layout {
+            Layout::WidthTime { width } => (width, 1),
+            Layout::ChannelsTimeWidth { channels, width } => (channels, width),
+        };
+        for r in 0..rows {
+            let (lo, hi) = (base + (r * ext + nf) * width, base + (r + 1) * ext * width);
+            // SAFETY: [lo, hi) lies inside item's block, within capacity.
+            unsafe { std::ptr::write_bytes(out.0.add(lo), 0, hi - lo) };
+        }
+    }
+    // SAFETY: the tasks wrote every frame value of every item (all tasks
+    // succeeded) and the loop above every padding value: all `data_len`
+    // values are initialised.
+    unsafe { data.set_len(data_len) };
     Ok(FrameOutput {
         data,
         offsets,
@@ -376,4 +443,112 @@ where
             })
             .collect::<Result<Vec<T>>>()
     })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallel::never;
+
+    fn value(item: usize, t: usize, w: usize) -> f32 {
+        (item * 1_000_000 + t * 1000 + w) as f32
+    }
+
+    /// The block engine lays frames out as the frame engine does, pads with
+    /// zeros, and does not depend on the thread count.
+    #[test]
+    fn blocks_match_frames_in_both_layouts() {
+        let n_frames = [1usize, 16, 17, 40, 0, 300];
+        let layouts = [
+            Layout::WidthTime { width: 5 },
+            Layout::ChannelsTimeWidth {
+                channels: 3,
+                width: 4,
+            },
+        ];
+        for layout in layouts {
+            for extent in [None, Some(310)] {
+                let want: FrameOutput<f32> = run_framewise(
+                    &n_frames,
+                    layout,
+                    extent,
+                    Some(1),
+                    never(),
+                    || (),
+                    |_, item, t, row| {
+                        for (w, v) in row.iter_mut().enumerate() {
+                            *v = value(item, t, w);
+                        }
+                    },
+                )
+                .unwrap();
+                for threads in [1, 2, 3] {
+                    let got = run_blockwise(
+                        &n_frames,
+                        layout,
+                        extent,
+                        Some(threads),
+                        never(),
+                        || (),
+                        |_, item, t0, n, vals| {
+                            for (w, v) in vals.iter_mut().enumerate() {
+                                for l in 0..LANES {
+                                    // Lanes past n hold garbage the engine must not copy.
+                                    v.0[l] = if l < n {
+                                        value(item, t0 + l, w)
+                                    } else {
+                                        f32::NAN
+                                    };
+                                }
+                            }
+                        },
+                    )
+                    .unwrap();
+                    assert_eq!(got.offsets, want.offsets);
+                    assert_eq!(got.extents, want.extents);
+                    assert_eq!(
+                        got.data, want.data,
+                        "{layout:?} {extent:?} {threads} threads"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn output_buffers_come_from_the_installed_allocator() {
+        let calls = std::cell::Cell::new(0usize);
+        let alloc = |n: usize| {
+            calls.set(calls.get() + 1);
+            Vec::with_capacity(n)
+        };
+        let out = with_output_allocator(&alloc, || {
+            run_blockwise(
+                &[20],
+                Layout::WidthTime { width: 2 },
+                None,
+                Some(1),
+                never(),
+                || (),
+                |_, _, _, _, vals| {
+                    vals.iter_mut().for_each(|v| *v = V::splat(1.0));
+                },
+            )
+            .unwrap()
+        });
+        assert_eq!(calls.get(), 1);
+        assert_eq!(out.data, vec![1.0; 40]);
+        // Removed again once the scope ends.
+        run_blockwise(
+            &[3],
+            Layout::WidthTime { width: 1 },
+            None,
+            Some(1),
+            never(),
+            || (),
+            |_, _, _, _, _| {},
+        )
+        .unwrap();
+        assert_eq!(calls.get(), 1);
+    }
 }

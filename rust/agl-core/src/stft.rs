@@ -266,6 +266,7 @@ impl StftPlan {
 
     /// Write the windowed frame `t` of `src` (padding applied) into
     /// `buf[..n_fft]`.
+    #[inline(always)]
     pub fn window_frame(&self, src: &Source<'_>, t: usize, buf: &mut [f32]) {
         let n_fft = self.params.n_fft;
         let len = src.len();
@@ -357,9 +358,15 @@ impl LaneStft {
     pub fn block(&mut self, plan: &StftPlan, src: &Source<'_>, t0: usize, n: usize) {
         let len = self.fft.len();
         let n = n.min(LANES);
-        for (i, buf) in self.frames.chunks_exact_mut(len).take(n).enumerate() {
-            plan.window_frame(src, t0 + i, buf);
-        }
+        let frames = &mut self.frames;
+        crate::fastmath::vectorized_wide(
+            #[inline(always)]
+            || {
+                for (i, buf) in frames.chunks_exact_mut(len).take(n).enumerate() {
+                    plan.window_frame(src, t0 + i, buf);
+                }
+            },
+        );
         let mut frames: [&[f32]; LANES] = [&[]; LANES];
         for (f, buf) in frames.iter_mut().zip(self.frames.chunks_exact(len)) {
             *f = buf;

@@ -9,6 +9,7 @@
 //! poll between tasks, waits for the helper to stop, and re-raises.
 
 use std::sync::{Condvar, Mutex};
+
 use std::time::Duration;
 
 use agl_core::parallel::Cancel;
@@ -16,6 +17,22 @@ use agl_core::Result as CoreResult;
 use pyo3::prelude::*;
 
 use crate::errors::{internal_err, to_py};
+
+/// State shared by the calling thread and the helper thread. Besides the
+/// completion flag it carries output-buffer requests: the helper asks for a
+/// buffer of `want` values and the calling thread allocates it, so large
+/// outputs come from (and are freed back to) the allocator arena of the
+/// thread that owns the resulting array, which reuses them call after call;
+/// a helper thread's arena would map fresh pages, zeroed by the kernel, for
+/// every call.
+#[derive(Default)]
+struct Shared {
+    done: bool,
+    want: Option<usize>,
+    got: Option<Vec<f32>>,
+    /// The calling thread no longer serves requests (the helper allocates).
+    closed: bool,
+}
 
 /// Work below this many input samples runs inline (no watcher thread).
 pub const INLINE_SAMPLES: usize = 1 << 18;
@@ -35,34 +52,70 @@ where
             .map_err(|_| internal_err("internal error: a worker panicked"))?
             .map_err(to_py);
     }
-    let done = (Mutex::new(false), Condvar::new());
+    let state = (Mutex::new(Shared::default()), Condvar::new());
+    let lock = || state.0.lock().unwrap_or_else(|e| e.into_inner());
     std::thread::scope(|scope| {
         let cancel_ref = &cancel;
-        let done_ref = &done;
+        let state_ref = &state;
         let handle = scope.spawn(move || {
-            let out = f(cancel_ref);
-            *done_ref.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            done_ref.1.notify_all();
+            // Output buffers come from the calling thread (see `Shared`).
+            let alloc = |n: usize| -> Vec<f32> {
+                let mut g = state_ref.0.lock().unwrap_or_else(|e| e.into_inner());
+                if g.closed {
+                    return Vec::with_capacity(n);
+                }
+                g.want = Some(n);
+                state_ref.1.notify_all();
+                loop {
+                    if let Some(v) = g.got.take() {
+                        return v;
+                    }
+                    if g.closed {
+                        return Vec::with_capacity(n);
+                    }
+                    g = state_ref.1.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            let out = agl_core::batch::with_output_allocator(&alloc, || f(cancel_ref));
+            state_ref.0.lock().unwrap_or_else(|e| e.into_inner()).done = true;
+            state_ref.1.notify_all();
             out
         });
+        let close = || {
+            lock().closed = true;
+            state.1.notify_all();
+        };
         loop {
-            let finished = py.detach(|| {
-                let g = done.0.lock().unwrap_or_else(|e| e.into_inner());
-                let (g, _) = done
+            let (finished, want) = py.detach(|| {
+                let g = lock();
+                let (g, _) = state
                     .1
-                    .wait_timeout_while(g, Duration::from_millis(50), |d| !*d)
+                    .wait_timeout_while(g, Duration::from_millis(50), |s| {
+                        !s.done && s.want.is_none()
+                    })
                     .unwrap_or_else(|e| e.into_inner());
-                *g
+                (g.done, g.want)
             });
+            if let Some(n) = want {
+                let v = Vec::with_capacity(n);
+                let mut g = lock();
+                g.want = None;
+                g.got = Some(v);
+                drop(g);
+                state.1.notify_all();
+                continue;
+            }
             if finished || handle.is_finished() {
                 break;
             }
             if let Err(interrupt) = py.check_signals() {
                 cancel.cancel();
+                close();
                 let _ = py.detach(|| handle.join());
                 return Err(interrupt);
             }
         }
+        close();
         match handle.join() {
             Ok(r) => r.map_err(to_py),
             Err(_) => Err(internal_err("internal error: a worker panicked")),
