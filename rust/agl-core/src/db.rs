@@ -135,7 +135,7 @@ fn power_to_db_impl(x: &mut [f32], p: &DbParams) {
     let amin = p.amin;
     let ref_value = match p.reference {
         DbRef::Value(r) => r.abs(),
-        DbRef::Max => x.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v.abs())),
+        DbRef::Max => crate::fastmath::max_f32(x, f32::NEG_INFINITY, f32::abs),
     };
     // The reference goes through the same logarithm as the data, so the
     // item at the reference is exactly 0 dB.
@@ -144,12 +144,9 @@ fn power_to_db_impl(x: &mut [f32], p: &DbParams) {
     let ref_db = ref_db[0];
     x.iter_mut().for_each(|v| *v = v.abs());
     crate::fastmath::db10_floor_inplace(x, amin);
-    let mut max_db = f32::NEG_INFINITY;
-    for v in x.iter_mut() {
-        *v -= ref_db;
-        max_db = max_db.max(*v);
-    }
+    x.iter_mut().for_each(|v| *v -= ref_db);
     if let Some(top) = p.top_db {
+        let max_db = crate::fastmath::max_f32(x, f32::NEG_INFINITY, |v| v);
         let floor = max_db - top;
         x.iter_mut().for_each(|v| *v = v.max(floor));
     }

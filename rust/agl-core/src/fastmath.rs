@@ -144,6 +144,27 @@ pub fn sum_f64<T: Copy + Into<f64>>(x: &[T]) -> f64 {
     s.iter().sum::<f64>() + rest
 }
 
+/// Largest of `init` and the values of `x` (with `f(v)` applied to each),
+/// over sixteen independent lanes so the reduction vectorises; NaN values
+/// are skipped (`v > m` is false for them).
+#[inline(always)]
+pub fn max_f32(x: &[f32], init: f32, f: impl Fn(f32) -> f32) -> f32 {
+    // Lane l holds the largest f(v) of the values at positions = l mod 16.
+    let mut acc = [init; 16];
+    let mut it = x.chunks_exact(16);
+    for c in &mut it {
+        for l in 0..16 {
+            let v = f(c[l]);
+            acc[l] = if v > acc[l] { v } else { acc[l] };
+        }
+    }
+    for (l, &v) in it.remainder().iter().enumerate() {
+        let v = f(v);
+        acc[l] = if v > acc[l] { v } else { acc[l] };
+    }
+    acc.iter().fold(init, |m, &v| if v > m { v } else { m })
+}
+
 /// `10 * log10(max(x, floor))` in place; `floor` must be positive.
 #[inline(always)]
 pub fn db10_floor_inplace(x: &mut [f32], floor: f32) {
@@ -315,5 +336,22 @@ mod tests {
         let mut z = vec![0.0; 2];
         let m = db10_floor_f64(&[2.0, 1e-200], &mut z, 1e-310, 0.0, true).unwrap();
         assert!((z[0] - 10.0 * 4f64.log10()).abs() < 1e-12 && m == z[0]);
+    }
+}
+
+#[cfg(test)]
+mod max_tests {
+    use super::max_f32;
+
+    #[test]
+    fn lane_maximum_equals_the_sequential_one() {
+        for n in [0usize, 1, 15, 16, 17, 100] {
+            let x: Vec<f32> = (0..n).map(|i| ((i * 37 % 11) as f32 - 5.0) * 1.5).collect();
+            let want = x.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v.abs()));
+            assert_eq!(max_f32(&x, f32::NEG_INFINITY, f32::abs), want, "n={n}");
+            let want = x.iter().fold(-100.0f32, |a, &v| a.max(v));
+            assert_eq!(max_f32(&x, -100.0, |v| v), want, "n={n}");
+        }
+        assert_eq!(max_f32(&[f32::NAN, 2.0, f32::NAN], 0.0, |v| v), 2.0);
     }
 }
