@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 
 use crate::error::Result;
-use crate::lanefft::{flat, LANES, V};
+use crate::lanefft::{flat, stream_copy, stream_fence, LANES, V};
 use crate::parallel::{install, Cancel};
 
 /// Where a frame's row goes inside one item's output block.
@@ -344,55 +344,61 @@ where
     let extents_ref = &extents;
     let result: Result<()> = install(n_threads, || {
         tasks.par_iter().try_for_each_init(
-            || (init(), vec![V::ZERO; row_len]),
-            |(scratch, vals), &(item, t0, t1)| -> Result<()> {
+            || (init(), vec![V::ZERO; row_len], Vec::<f32>::new()),
+            |(scratch, vals, stage), &(item, t0, t1)| -> Result<()> {
                 cancel.check()?;
                 let base = offsets_ref[item];
                 let ext = extents_ref[item];
+                let span = t1 - t0;
+                if let Layout::WidthTime { .. } = layout {
+                    // The task's rows are gathered here, then written out as
+                    // one contiguous run per row: long sequential stores
+                    // instead of one 64-byte store per row and block.
+                    stage.resize(row_len * span, 0.0);
+                }
                 for b0 in (t0..t1).step_by(LANES) {
                     let n = (t1 - b0).min(LANES);
                     block(scratch, item, b0, n, vals);
                     let vals = flat(vals);
-                    // SAFETY: as in `run_framewise`: frames b0 .. b0 + n of
-                    // `item` belong to this task alone, and every index
-                    // written lies inside item's block of `data`.
-                    unsafe {
-                        match layout {
-                            Layout::WidthTime { width } => {
-                                let dst = out_ref.0.add(base + b0);
-                                if n == LANES {
-                                    // Whole blocks: one fixed-size copy per row.
-                                    for (w, v) in vals.chunks_exact(LANES).take(width).enumerate() {
-                                        let row: [f32; LANES] =
-                                            v.try_into().unwrap_or([0.0; LANES]);
-                                        std::ptr::write_unaligned(
-                                            dst.add(w * ext) as *mut [f32; LANES],
-                                            row,
-                                        );
-                                    }
+                    match layout {
+                        Layout::WidthTime { width } => {
+                            let at = b0 - t0;
+                            for (w, v) in vals.chunks_exact(LANES).take(width).enumerate() {
+                                let dst = &mut stage[w * span + at..w * span + at + n];
+                                if let (Ok(d), Ok(v)) = (
+                                    <&mut [f32; LANES]>::try_from(&mut *dst),
+                                    <&[f32; LANES]>::try_from(v),
+                                ) {
+                                    // A fixed-size copy: inlined, no call.
+                                    *d = *v;
                                 } else {
-                                    for w in 0..width {
-                                        std::ptr::copy_nonoverlapping(
-                                            vals.as_ptr().add(w * LANES),
-                                            dst.add(w * ext),
-                                            n,
-                                        );
-                                    }
-                                }
-                            }
-                            Layout::ChannelsTimeWidth { channels, width } => {
-                                for c in 0..channels {
-                                    for i in 0..n {
-                                        let dst = out_ref.0.add(base + (c * ext + b0 + i) * width);
-                                        let src = &vals[c * width * LANES + i..];
-                                        for w in 0..width {
-                                            *dst.add(w) = src[w * LANES];
-                                        }
-                                    }
+                                    dst.copy_from_slice(&v[..n]);
                                 }
                             }
                         }
+                        // SAFETY: as in `run_framewise`: frames b0 .. b0 + n
+                        // of `item` belong to this task alone, and every
+                        // index written lies inside item's block of `data`.
+                        Layout::ChannelsTimeWidth { channels, width } => unsafe {
+                            for c in 0..channels {
+                                for i in 0..n {
+                                    let dst = out_ref.0.add(base + (c * ext + b0 + i) * width);
+                                    let src = &vals[c * width * LANES + i..];
+                                    for w in 0..width {
+                                        *dst.add(w) = src[w * LANES];
+                                    }
+                                }
+                            }
+                        },
                     }
+                }
+                if let Layout::WidthTime { width } = layout {
+                    for (w, row) in stage.chunks_exact(span).take(width).enumerate() {
+                        // SAFETY: frames t0 .. t1 of row w of `item` belong
+                        // to this task alone and lie inside item's block.
+                        unsafe { stream_copy(out_ref.0.add(base + w * ext + t0), row) };
+                    }
+                    stream_fence();
                 }
                 Ok(())
             },
