@@ -2,6 +2,8 @@
 //! spectrograms, mel spectrograms, log-mel, interaural phase difference
 //! (IPD) features, and the `bat` and `efficientat` recipes.
 
+use std::sync::Arc;
+
 use num_complex::Complex32;
 use rayon::prelude::*;
 
@@ -9,7 +11,7 @@ use crate::batch::{run_blockwise, run_framewise, FrameOutput, Layout};
 use crate::db::{power_to_db_inplace, DbParams};
 use crate::error::{check_finite, AglError, Result};
 use crate::fastmath::{db10_floor_inplace, ln_inplace, vectorized, vectorized_wide};
-use crate::lanefft::{flat, flat_mut, with_lanes, V};
+use crate::lanefft::{flat, flat_mut, with_lanes, LaneFft, V};
 use crate::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
 use crate::parallel::{install, Cancel};
 use crate::stft::{
@@ -367,6 +369,47 @@ impl BinScratch {
     }
 }
 
+/// Binaural scratch of the block engine: both channels' block spectra and
+/// the four per-bin arrays of [`binaural_lanes`] (|L|, |R|, cos IPD,
+/// sin IPD), `n_fft / 2 + 1` vectors each.
+struct LaneBins {
+    l: LaneStft,
+    r: LaneStft,
+    bins: [Vec<V>; 4],
+}
+
+impl LaneBins {
+    fn new(fft: &Arc<LaneFft>) -> Self {
+        let nf = fft.n_bins();
+        LaneBins {
+            l: LaneStft::new(fft.clone()),
+            r: LaneStft::new(fft.clone()),
+            bins: [(); 4].map(|_| vec![V::ZERO; nf]),
+        }
+    }
+
+    /// Frames `t0 .. t0 + n` of both channels into the four bin arrays.
+    fn block(&mut self, plan: &StftPlan, l: &Source<'_>, r: &Source<'_>, t0: usize, n: usize) {
+        self.l.block(plan, l, t0, n);
+        self.r.block(plan, r, t0, n);
+        let nf = self.bins[0].len();
+        let (sl, sr) = (&self.l, &self.r);
+        let [b0, b1, b2, b3] = &mut self.bins;
+        vectorized_wide(
+            #[inline(always)]
+            || {
+                binaural_lanes(
+                    flat(&sl.re[..nf]),
+                    flat(&sl.im[..nf]),
+                    flat(&sr.re[..nf]),
+                    flat(&sr.im[..nf]),
+                    [flat_mut(b0), flat_mut(b1), flat_mut(b2), flat_mut(b3)],
+                )
+            },
+        )
+    }
+}
+
 /// Mel-projected IPD features of stereo items: item `[2, n_mels, frames]`
 /// (cos, sin), `bank @ cos(IPD)` and `bank @ sin(IPD)` with
 /// IPD = phase(right) - phase(left).
@@ -383,6 +426,26 @@ pub fn ipd_batch(
     check_stereo(items)?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
     let nm = bank.n_mels;
+    if let Some(fft) = lane_plan(params.n_fft) {
+        // Blocks come out frequency-major: [cos bands, sin bands] x frames.
+        return run_blockwise(
+            &n_frames,
+            Layout::WidthTime { width: 2 * nm },
+            extent,
+            n_threads,
+            cancel,
+            || LaneBins::new(&fft),
+            |s, item, t0, n, vals| {
+                let (l, r) = items[item];
+                s.block(&plan, &Source::plain(l), &Source::plain(r), t0, n);
+                let (cos, sin) = vals.split_at_mut(nm);
+                with_lanes!(R => unsafe {
+                    bank.apply_lanes::<R>(&s.bins[2], cos);
+                    bank.apply_lanes::<R>(&s.bins[3], sin);
+                })
+            },
+        );
+    }
     // Computed time-major as [2, frames, n_mels], then transposed per item.
     let tm = run_framewise(
         &n_frames,
@@ -509,7 +572,6 @@ pub fn bat_batch(
     let nm = cfg.n_mels;
     let amin = cfg.amin;
     if let Some(fft) = lane_plan(cfg.stft.n_fft) {
-        let nf = cfg.stft.n_freqs();
         return run_blockwise(
             &n_frames,
             Layout::ChannelsTimeWidth {
@@ -519,14 +581,8 @@ pub fn bat_batch(
             extent,
             n_threads,
             cancel,
-            || {
-                (
-                    LaneStft::new(fft.clone()),
-                    LaneStft::new(fft.clone()),
-                    [(); 4].map(|_| vec![V::ZERO; nf]),
-                )
-            },
-            |(sl, sr, bins), item, t0, n, vals| {
+            || LaneBins::new(&fft),
+            |s, item, t0, n, vals| {
                 let (l, r) = items[item];
                 let g = gains[item];
                 let src = |x| Source {
@@ -534,17 +590,9 @@ pub fn bat_batch(
                     preemphasis: None,
                     gain: g,
                 };
-                sl.block(&plan, &src(l), t0, n);
-                sr.block(&plan, &src(r), t0, n);
-                let [b0, b1, b2, b3] = bins;
+                s.block(&plan, &src(l), &src(r), t0, n);
+                let [b0, b1, b2, b3] = &s.bins;
                 with_lanes!(R => unsafe {
-                    binaural_lanes(
-                        flat(&sl.re[..nf]),
-                        flat(&sl.im[..nf]),
-                        flat(&sr.re[..nf]),
-                        flat(&sr.im[..nf]),
-                        [flat_mut(b0), flat_mut(b1), flat_mut(b2), flat_mut(b3)],
-                    );
                     bank.apply_lanes4::<R>([b0, b1, b2, b3], vals);
                     db10_floor_inplace(flat_mut(&mut vals[..2 * nm]), amin);
                 })
