@@ -10,15 +10,17 @@
 //!
 //! The transform of `n = 2m` real samples packs the frame as `m` complex
 //! values `z[j] = x[2j] + i x[2j+1]`, loads them in bit-reversed order,
-//! runs `log2 m` radix-2 decimation-in-time stages (the first two fused into
-//! a multiply-free radix-4 pass, the rest fused in pairs so each element is
-//! loaded and stored once per two stages), and splits the result into the
-//! one-sided spectrum (see [`crate::rfft`] for the split).
+//! runs the `log2 m` decimation-in-time stages as radix-4 passes (the
+//! first multiply-free, the others with three twiddle products per four
+//! elements; each element is loaded and stored once per pass) plus, for
+//! odd `log2 m`, one radix-2 pass, and splits the result into the one-sided
+//! spectrum (see [`crate::rfft`] for the split).
 //!
-//! Every lane runs the same sequence of IEEE operations, with separate
-//! multiplies and adds (no fused multiply-add), so a frame's spectrum is
-//! bit-identical whichever lane, block, thread or instruction set (scalar,
-//! AVX2, AVX-512) computes it.
+//! Every lane runs the same sequence of IEEE operations (twiddle products
+//! as one multiply and one fused multiply-add per part, in hardware on
+//! AVX2 and AVX-512, correctly rounded `f32::mul_add` in the portable
+//! build), so a frame's spectrum is bit-identical whichever lane, block,
+//! thread or instruction set computes it.
 
 /// Frames per block (one AVX-512 vector of `f32`, two AVX2 vectors).
 pub const LANES: usize = 16;
@@ -99,6 +101,10 @@ pub trait Lanes: Copy {
     unsafe fn add(self, o: Self) -> Self;
     unsafe fn sub(self, o: Self) -> Self;
     unsafe fn mul(self, o: Self) -> Self;
+    /// `self * b + c` with one rounding (fused multiply-add).
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self;
+    /// `self * b - c` with one rounding.
+    unsafe fn mul_sub(self, b: Self, c: Self) -> Self;
 
     /// Bit-reversed load of the packed complex sequence of each frame:
     /// `re[rev[j]]`, `im[rev[j]]` get `src[l][2j]`, `src[l][2j + 1]` in
@@ -151,6 +157,18 @@ impl Lanes for Portable {
     #[inline(always)]
     unsafe fn mul(self, o: Self) -> Self {
         Portable(V(std::array::from_fn(|l| self.0 .0[l] * o.0 .0[l])))
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        Portable(V(std::array::from_fn(|l| {
+            self.0 .0[l].mul_add(b.0 .0[l], c.0 .0[l])
+        })))
+    }
+    #[inline(always)]
+    unsafe fn mul_sub(self, b: Self, c: Self) -> Self {
+        Portable(V(std::array::from_fn(|l| {
+            self.0 .0[l].mul_add(b.0 .0[l], -c.0 .0[l])
+        })))
     }
 }
 
@@ -221,6 +239,20 @@ mod x86 {
         unsafe fn mul(self, o: Self) -> Self {
             Avx2(_mm256_mul_ps(self.0, o.0), _mm256_mul_ps(self.1, o.1))
         }
+        #[inline(always)]
+        unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+            Avx2(
+                _mm256_fmadd_ps(self.0, b.0, c.0),
+                _mm256_fmadd_ps(self.1, b.1, c.1),
+            )
+        }
+        #[inline(always)]
+        unsafe fn mul_sub(self, b: Self, c: Self) -> Self {
+            Avx2(
+                _mm256_fmsub_ps(self.0, b.0, c.0),
+                _mm256_fmsub_ps(self.1, b.1, c.1),
+            )
+        }
     }
 
     /// One AVX-512 register per [`V`].
@@ -251,6 +283,14 @@ mod x86 {
         #[inline(always)]
         unsafe fn mul(self, o: Self) -> Self {
             Avx512(_mm512_mul_ps(self.0, o.0))
+        }
+        #[inline(always)]
+        unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+            Avx512(_mm512_fmadd_ps(self.0, b.0, c.0))
+        }
+        #[inline(always)]
+        unsafe fn mul_sub(self, b: Self, c: Self) -> Self {
+            Avx512(_mm512_fmsub_ps(self.0, b.0, c.0))
         }
 
         /// 16 x 16 in-register transposes: 16 samples of each of the 16
@@ -339,7 +379,7 @@ mod x86 {
 #[inline(always)]
 unsafe fn cmul<R: Lanes>(ar: R, ai: R, wr: f32, wi: f32) -> (R, R) {
     let (wr, wi) = (R::splat(wr), R::splat(wi));
-    (ar.mul(wr).sub(ai.mul(wi)), ar.mul(wi).add(ai.mul(wr)))
+    (ar.mul_sub(wr, ai.mul(wi)), ar.mul_add(wi, ai.mul(wr)))
 }
 
 /// Lengths the lane transform takes: powers of two from 8 to 2^16.
@@ -377,11 +417,21 @@ impl LaneFft {
         let rev = (0..m as u32)
             .map(|j| j.reverse_bits() >> (32 - bits))
             .collect();
+        // The stage schedule of `stages`: radix-4 passes (spans s and 2s at
+        // once) while they fit, a last radix-2 pass of span s otherwise.
         let mut tw = Vec::new();
         let mut s = 8;
         while s <= m {
-            tw.extend((0..s / 2).map(|k| unit(k, s)));
-            s *= 2;
+            if 2 * s <= m {
+                let span = 2 * s;
+                for k in 0..s / 2 {
+                    tw.extend([unit(k, span), unit(2 * k, span), unit(3 * k, span)]);
+                }
+                s *= 4;
+            } else {
+                tw.extend((0..s / 2).map(|k| unit(k, s)));
+                s *= 2;
+            }
         }
         let post = (0..=m / 2).map(|k| unit(k, n)).collect();
         Some(LaneFft {
@@ -484,10 +534,8 @@ impl LaneFft {
         let mut off = 0;
         while s <= m {
             if 2 * s <= m {
-                let t1 = &self.tw[off..off + s / 2];
-                let t2 = &self.tw[off + s / 2..off + 3 * s / 2];
-                pair_stage::<R>(re, im, s, t1, t2);
-                off += s / 2 + s;
+                radix4_stage::<R>(re, im, s, &self.tw[off..off + 3 * s / 2]);
+                off += 3 * s / 2;
                 s *= 4;
             } else {
                 single_stage::<R>(re, im, s, &self.tw[off..off + s / 2]);
@@ -587,44 +635,34 @@ unsafe fn single_stage<R: Lanes>(re: &mut [V], im: &mut [V], s: usize, tw: &[(f3
     }
 }
 
-/// Radix-2 stages of spans `s` and `2s` in one pass: each group of four
-/// elements is loaded once, combined through both stages in registers, and
-/// stored once. `t1[k] = W_s^k`, `t2[k] = W_{2s}^k`.
+/// Radix-2 stages of spans `s` and `2s` in one pass, as one radix-4 pass
+/// of span `S = 2s`: each group of four elements `x0 .. x3` (a quarter span
+/// `q = s / 2` apart) is loaded once and stored once, and takes three
+/// twiddle products, `W^k x2`, `W^2k x1`, `W^3k x3` (`W = exp(-2 pi i / S)`);
+/// `tw` holds `[W^k, W^2k, W^3k]` for `k < q`.
 #[inline(always)]
-unsafe fn pair_stage<R: Lanes>(
-    re: &mut [V],
-    im: &mut [V],
-    s: usize,
-    t1: &[(f32, f32)],
-    t2: &[(f32, f32)],
-) {
-    let h = s / 2;
+unsafe fn radix4_stage<R: Lanes>(re: &mut [V], im: &mut [V], s: usize, tw: &[(f32, f32)]) {
+    let q = s / 2;
     for g in (0..re.len()).step_by(2 * s) {
-        for k in 0..h {
-            let (p0, p1, p2, p3) = (g + k, g + k + h, g + s + k, g + s + k + h);
-            let (w1r, w1i) = t1[k];
+        for (k, w) in tw.chunks_exact(3).enumerate().take(q) {
+            let (p0, p1, p2, p3) = (g + k, g + k + q, g + k + 2 * q, g + k + 3 * q);
             let (x0r, x0i) = (R::ld(&re[p0]), R::ld(&im[p0]));
-            let (x2r, x2i) = (R::ld(&re[p2]), R::ld(&im[p2]));
-            // Span s: (p0, p1) and (p2, p3), both with W_s^k.
-            let (tr, ti) = cmul(R::ld(&re[p1]), R::ld(&im[p1]), w1r, w1i);
-            let (a0r, a0i) = (x0r.add(tr), x0i.add(ti));
-            let (a1r, a1i) = (x0r.sub(tr), x0i.sub(ti));
-            let (tr, ti) = cmul(R::ld(&re[p3]), R::ld(&im[p3]), w1r, w1i);
-            let (a2r, a2i) = (x2r.add(tr), x2i.add(ti));
-            let (a3r, a3i) = (x2r.sub(tr), x2i.sub(ti));
-            // Span 2s: (p0, p2) with W_2s^k, (p1, p3) with W_2s^(k+h) = -i W_2s^k.
-            let (w2r, w2i) = t2[k];
-            let (tr, ti) = cmul(a2r, a2i, w2r, w2i);
-            a0r.add(tr).st(&mut re[p0]);
-            a0i.add(ti).st(&mut im[p0]);
-            a0r.sub(tr).st(&mut re[p2]);
-            a0i.sub(ti).st(&mut im[p2]);
-            let (ur, ui) = cmul(a3r, a3i, w2r, w2i);
-            // -i (ur + i ui) = ui - i ur
-            a1r.add(ui).st(&mut re[p1]);
-            a1i.sub(ur).st(&mut im[p1]);
-            a1r.sub(ui).st(&mut re[p3]);
-            a1i.add(ur).st(&mut im[p3]);
+            let (y1r, y1i) = cmul(R::ld(&re[p1]), R::ld(&im[p1]), w[1].0, w[1].1);
+            let (y2r, y2i) = cmul(R::ld(&re[p2]), R::ld(&im[p2]), w[0].0, w[0].1);
+            let (y3r, y3i) = cmul(R::ld(&re[p3]), R::ld(&im[p3]), w[2].0, w[2].1);
+            let (a0r, a0i) = (x0r.add(y1r), x0i.add(y1i));
+            let (a1r, a1i) = (x0r.sub(y1r), x0i.sub(y1i));
+            let (b2r, b2i) = (y2r.add(y3r), y2i.add(y3i));
+            let (b3r, b3i) = (y2r.sub(y3r), y2i.sub(y3i));
+            a0r.add(b2r).st(&mut re[p0]);
+            a0i.add(b2i).st(&mut im[p0]);
+            a0r.sub(b2r).st(&mut re[p2]);
+            a0i.sub(b2i).st(&mut im[p2]);
+            // -i b3 = b3i - i b3r
+            a1r.add(b3i).st(&mut re[p1]);
+            a1i.sub(b3r).st(&mut im[p1]);
+            a1r.sub(b3i).st(&mut re[p3]);
+            a1i.add(b3r).st(&mut im[p3]);
         }
     }
 }
@@ -723,6 +761,35 @@ mod tests {
                 let mag = (re[k].0[b].powi(2) + im[k].0[b].powi(2)).sqrt();
                 let want = if k == k0 { peak } else { 0.0 };
                 assert!((mag - want).abs() < 1e-3, "tone {k0} bin {k}: {mag}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_backend_gives_the_same_bits() {
+        let n = 512;
+        let plan = LaneFft::new(n).unwrap();
+        let data: Vec<Vec<f32>> = (0..LANES).map(|l| noise(n, 40 + l as u64)).collect();
+        let frames: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
+        let (mut re, mut im) = plan.make_buffers();
+        plan.forward(&frames, &mut re, &mut im);
+        let bits = |v: &[V]| {
+            v.iter()
+                .flat_map(|x| x.0.map(f32::to_bits))
+                .collect::<Vec<_>>()
+        };
+        let (mut r2, mut i2) = plan.make_buffers();
+        plan.forward_with::<Portable>(&frames, &mut r2, &mut i2);
+        assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "portable");
+        #[cfg(target_arch = "x86_64")]
+        {
+            if crate::fastmath::has_avx2_fma() {
+                plan.forward_with::<Avx2>(&frames, &mut r2, &mut i2);
+                assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "avx2");
+            }
+            if crate::fastmath::has_avx512f() {
+                plan.forward_with::<Avx512>(&frames, &mut r2, &mut i2);
+                assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "avx512");
             }
         }
     }
