@@ -106,23 +106,30 @@ pub trait Lanes: Copy {
     /// `self * b - c` with one rounding.
     unsafe fn mul_sub(self, b: Self, c: Self) -> Self;
 
-    /// Bit-reversed load of the packed complex sequence of each frame:
-    /// `re[rev[j]]`, `im[rev[j]]` get `src[l][2j]`, `src[l][2j + 1]` in
-    /// lane `l` (zeros in lanes `l >= used`). `src[l]` has `2 m` samples.
+    /// Bit-reversed load of the packed complex sequence of each windowed
+    /// frame: `re[rev[j]]`, `im[rev[j]]` get `src[l][2j] * win[l][2j]`,
+    /// `src[l][2j + 1] * win[l][2j + 1]` in lane `l` (zeros in lanes
+    /// `l >= used`). `src[l]` and `win[l]` have `2 m` samples.
     #[inline(always)]
-    unsafe fn load(src: &[&[f32]; LANES], used: usize, rev: &[u32], re: &mut [V], im: &mut [V]) {
+    unsafe fn load(src: &Frames<'_>, used: usize, rev: &[u32], re: &mut [V], im: &mut [V]) {
         load_portable(src, used, rev, re, im)
     }
 }
 
+/// Up to [`LANES`] frames and the window each is multiplied by.
+pub struct Frames<'a> {
+    pub src: [&'a [f32]; LANES],
+    pub win: [&'a [f32]; LANES],
+}
+
 #[inline(always)]
-fn load_portable(src: &[&[f32]; LANES], used: usize, rev: &[u32], re: &mut [V], im: &mut [V]) {
+fn load_portable(src: &Frames<'_>, used: usize, rev: &[u32], re: &mut [V], im: &mut [V]) {
     for (j, &r) in rev.iter().enumerate() {
         let r = r as usize;
         let (mut vr, mut vi) = (V::ZERO, V::ZERO);
-        for (l, f) in src[..used].iter().enumerate() {
-            vr.0[l] = f[2 * j];
-            vi.0[l] = f[2 * j + 1];
+        for (l, (f, w)) in src.src[..used].iter().zip(&src.win[..used]).enumerate() {
+            vr.0[l] = f[2 * j] * w[2 * j];
+            vi.0[l] = f[2 * j + 1] * w[2 * j + 1];
         }
         re[r] = vr;
         im[r] = vi;
@@ -204,7 +211,7 @@ pub(crate) use with_lanes;
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Lanes, LANES, V};
+    use super::{Frames, Lanes, LANES, V};
     use std::arch::x86_64::*;
 
     /// Two AVX registers per [`V`].
@@ -296,13 +303,7 @@ mod x86 {
         /// 16 x 16 in-register transposes: 16 samples of each of the 16
         /// frames in, 8 complex values of the 16 frames out.
         #[inline(always)]
-        unsafe fn load(
-            src: &[&[f32]; LANES],
-            used: usize,
-            rev: &[u32],
-            re: &mut [V],
-            im: &mut [V],
-        ) {
+        unsafe fn load(src: &Frames<'_>, used: usize, rev: &[u32], re: &mut [V], im: &mut [V]) {
             let m = rev.len();
             if !m.is_multiple_of(8) {
                 return super::load_portable(src, used, rev, re, im);
@@ -310,8 +311,11 @@ mod x86 {
             let zero = _mm512_setzero_ps();
             for c in 0..m / 8 {
                 let mut rows = [zero; LANES];
-                for (row, f) in rows.iter_mut().zip(&src[..used]) {
-                    *row = _mm512_loadu_ps(f[16 * c..16 * c + 16].as_ptr());
+                for ((row, f), w) in rows.iter_mut().zip(&src.src[..used]).zip(&src.win[..used]) {
+                    *row = _mm512_mul_ps(
+                        _mm512_loadu_ps(f[16 * c..16 * c + 16].as_ptr()),
+                        _mm512_loadu_ps(w[16 * c..16 * c + 16].as_ptr()),
+                    );
                 }
                 let out = transpose16(&rows);
                 for (i, v) in out.iter().enumerate() {
@@ -399,6 +403,8 @@ pub struct LaneFft {
     tw: Vec<(f32, f32)>,
     /// `W_n^k` for `k = 0 ..= m / 2` (the real-input split).
     post: Vec<(f32, f32)>,
+    /// `n` ones: the window of frames passed as they are.
+    ones: Vec<f32>,
 }
 
 fn unit(k: usize, s: usize) -> (f32, f32) {
@@ -440,6 +446,7 @@ impl LaneFft {
             rev,
             tw,
             post,
+            ones: vec![1.0; n],
         })
     }
 
@@ -451,6 +458,11 @@ impl LaneFft {
     /// Never empty (plans have `n >= 8`).
     pub fn is_empty(&self) -> bool {
         false
+    }
+
+    /// `n` ones (the window of a frame that is already windowed).
+    pub fn ones(&self) -> &[f32] {
+        &self.ones
     }
 
     /// Bins of the one-sided spectrum, `n / 2 + 1`.
@@ -471,34 +483,49 @@ impl LaneFft {
     /// is bin `k` of frame `l`, `k = 0 ..= n / 2` (`re` and `im` need
     /// `n / 2 + 1` entries).
     pub fn forward(&self, frames: &[&[f32]], re: &mut [V], im: &mut [V]) {
-        with_lanes!(R => self.forward_with::<R>(frames, re, im))
+        let used = frames.len().min(LANES);
+        let mut f = Frames {
+            src: [&self.ones; LANES],
+            win: [&self.ones; LANES],
+        };
+        f.src[..used].copy_from_slice(&frames[..used]);
+        self.forward_windowed(&f, used, re, im)
+    }
+
+    /// [`LaneFft::forward`] of `frames.src[l] * frames.win[l]`, `l < used`
+    /// (windowing fused into the load; every slice has `n` samples).
+    pub fn forward_windowed(&self, frames: &Frames<'_>, used: usize, re: &mut [V], im: &mut [V]) {
+        with_lanes!(R => self.forward_with::<R>(frames, used, re, im))
     }
 
     #[inline(always)]
-    fn forward_with<R: Lanes>(&self, frames: &[&[f32]], re: &mut [V], im: &mut [V]) {
+    pub(crate) fn forward_with<R: Lanes>(
+        &self,
+        frames: &Frames<'_>,
+        used: usize,
+        re: &mut [V],
+        im: &mut [V],
+    ) {
         let m = self.m;
+        let used = used.min(LANES);
         assert!(
             re.len() > m && im.len() > m,
             "lane buffers hold n / 2 + 1 bins"
         );
-        // SAFETY: `run` chose R for this CPU; every index below is < m + 1.
+        assert!(
+            frames.src[..used]
+                .iter()
+                .chain(&frames.win[..used])
+                .all(|f| f.len() >= 2 * m),
+            "frames and windows hold n samples"
+        );
+        // SAFETY: `run` chose R for this CPU; every index below is < m + 1
+        // and every frame and window slice holds 2 m samples (checked).
         unsafe {
-            self.load::<R>(frames, re, im);
+            R::load(frames, used, &self.rev, &mut re[..m], &mut im[..m]);
             self.stages::<R>(&mut re[..m], &mut im[..m]);
             self.split::<R>(&mut re[..=m], &mut im[..=m]);
         }
-    }
-
-    /// Bit-reversed load of up to [`LANES`] frames (see [`Lanes::load`]).
-    #[inline(always)]
-    unsafe fn load<R: Lanes>(&self, frames: &[&[f32]], re: &mut [V], im: &mut [V]) {
-        let m = self.m;
-        let used = frames.len().min(LANES);
-        let mut src: [&[f32]; LANES] = [&[]; LANES];
-        for (s, f) in src.iter_mut().zip(frames) {
-            *s = &f[..2 * m];
-        }
-        R::load(&src, used, &self.rev, &mut re[..m], &mut im[..m]);
     }
 
     /// All decimation-in-time stages on bit-reversed input, in place
@@ -779,16 +806,21 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let (mut r2, mut i2) = plan.make_buffers();
-        plan.forward_with::<Portable>(&frames, &mut r2, &mut i2);
+        let mut f = Frames {
+            src: [&plan.ones; LANES],
+            win: [&plan.ones; LANES],
+        };
+        f.src.copy_from_slice(&frames);
+        plan.forward_with::<Portable>(&f, LANES, &mut r2, &mut i2);
         assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "portable");
         #[cfg(target_arch = "x86_64")]
         {
             if crate::fastmath::has_avx2_fma() {
-                plan.forward_with::<Avx2>(&frames, &mut r2, &mut i2);
+                plan.forward_with::<Avx2>(&f, LANES, &mut r2, &mut i2);
                 assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "avx2");
             }
             if crate::fastmath::has_avx512f() {
-                plan.forward_with::<Avx512>(&frames, &mut r2, &mut i2);
+                plan.forward_with::<Avx512>(&f, LANES, &mut r2, &mut i2);
                 assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "avx512");
             }
         }

@@ -7,7 +7,7 @@ use num_complex::Complex32;
 
 use crate::batch::{run_framewise, FrameOutput, Layout};
 use crate::error::{check_finite, AglError, Result};
-use crate::lanefft::{LaneFft, LANES, V};
+use crate::lanefft::{Frames, LaneFft, LANES, V};
 use crate::parallel::Cancel;
 pub use crate::rfft::RealFft;
 use crate::window::{pad_center, Window};
@@ -354,24 +354,46 @@ impl LaneStft {
     }
 
     /// Spectra of frames `t0 .. t0 + n` of `src` (`n <= LANES`; the other
-    /// lanes hold zeros).
+    /// lanes hold zeros). A frame that lies inside a plain signal is read
+    /// where it is, the window applied as it is loaded; the others (padding,
+    /// pre-emphasis, gain) are windowed into a buffer first.
     pub fn block(&mut self, plan: &StftPlan, src: &Source<'_>, t0: usize, n: usize) {
         let len = self.fft.len();
         let n = n.min(LANES);
-        let frames = &mut self.frames;
+        let plain = src.preemphasis.is_none() && src.gain == 1.0;
+        let hop = plan.params.hop_length;
+        let pad = plan.params.pad();
+        let inside = |t: usize| {
+            let start = (t * hop).checked_sub(pad)?;
+            (start + len <= src.samples.len()).then_some(start)
+        };
+        let buf = &mut self.frames;
         crate::fastmath::vectorized_wide(
             #[inline(always)]
             || {
-                for (i, buf) in frames.chunks_exact_mut(len).take(n).enumerate() {
-                    plan.window_frame(src, t0 + i, buf);
+                for (i, b) in buf.chunks_exact_mut(len).take(n).enumerate() {
+                    if !(plain && inside(t0 + i).is_some()) {
+                        plan.window_frame(src, t0 + i, b);
+                    }
                 }
             },
         );
-        let mut frames: [&[f32]; LANES] = [&[]; LANES];
-        for (f, buf) in frames.iter_mut().zip(self.frames.chunks_exact(len)) {
-            *f = buf;
+        let ones = self.fft.ones();
+        let mut frames = Frames {
+            src: [ones; LANES],
+            win: [ones; LANES],
+        };
+        for (i, b) in self.frames.chunks_exact(len).take(n).enumerate() {
+            match inside(t0 + i) {
+                Some(start) if plain => {
+                    frames.src[i] = &src.samples[start..start + len];
+                    frames.win[i] = &plan.window;
+                }
+                _ => frames.src[i] = b,
+            }
         }
-        self.fft.forward(&frames[..n], &mut self.re, &mut self.im);
+        self.fft
+            .forward_windowed(&frames, n, &mut self.re, &mut self.im);
     }
 }
 
@@ -639,6 +661,39 @@ mod tests {
         // np.pad([0,1,2,3], 5, 'reflect') -> [1,2,3,2,1,0,1,2,3,2,1,0,1,2]
         let got: Vec<usize> = (-5..9).map(|i| reflect_index(i, 4)).collect();
         assert_eq!(got, vec![1, 2, 3, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1, 2]);
+    }
+
+    /// Frames read in place with the window fused into the load give the
+    /// values of frames windowed into a buffer first, at every position
+    /// (edges padded, interior read in place).
+    #[test]
+    fn block_frames_equal_buffered_frames() {
+        let x = crate::testutil::noise(5000, 9);
+        for pad_mode in [PadMode::Reflect, PadMode::Constant] {
+            let mut params = StftParams::new(512);
+            params.hop_length = 100;
+            params.win_length = 400;
+            params.pad_mode = pad_mode;
+            let plan = StftPlan::new(params).unwrap();
+            let fft = lane_plan(512).unwrap();
+            let src = Source::plain(&x);
+            let frames = plan.n_frames(x.len()).unwrap();
+            let mut block = LaneStft::new(fft.clone());
+            let mut buf = vec![0f32; 512];
+            let (mut re, mut im) = fft.make_buffers();
+            for t0 in (0..frames).step_by(LANES) {
+                let n = (frames - t0).min(LANES);
+                block.block(&plan, &src, t0, n);
+                for i in 0..n {
+                    plan.window_frame(&src, t0 + i, &mut buf);
+                    fft.forward(&[&buf], &mut re, &mut im);
+                    for k in 0..fft.n_bins() {
+                        assert_eq!(block.re[k].0[i], re[k].0[0], "t={} k={k}", t0 + i);
+                        assert_eq!(block.im[k].0[i], im[k].0[0], "t={} k={k}", t0 + i);
+                    }
+                }
+            }
+        }
     }
 
     #[test]
