@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 
 use crate::error::Result;
-use crate::lanefft::{flat, stream_copy, stream_fence, LANES, V};
+use crate::lanefft::{flat, stream_copy, stream_fence, transpose_out, LANES, V};
 use crate::parallel::{install, Cancel};
 
 /// Where a frame's row goes inside one item's output block.
@@ -359,6 +359,7 @@ where
                 for b0 in (t0..t1).step_by(LANES) {
                     let n = (t1 - b0).min(LANES);
                     block(scratch, item, b0, n, vals);
+                    let raw: &[V] = vals;
                     let vals = flat(vals);
                     match layout {
                         Layout::WidthTime { width } => {
@@ -380,6 +381,17 @@ where
                         // of `item` belong to this task alone, and every
                         // index written lies inside item's block of `data`.
                         Layout::ChannelsTimeWidth { channels, width } => unsafe {
+                            if n == LANES && width.is_multiple_of(16) {
+                                // Sixteen whole frames: 16 x 16 transposes.
+                                for c in 0..channels {
+                                    let dst = out_ref.0.add(base + (c * ext + b0) * width);
+                                    for w0 in (0..width).step_by(16) {
+                                        let src = &raw[c * width + w0..c * width + w0 + 16];
+                                        transpose_out(src, dst.add(w0), width);
+                                    }
+                                }
+                                continue;
+                            }
                             for c in 0..channels {
                                 for i in 0..n {
                                     let dst = out_ref.0.add(base + (c * ext + b0 + i) * width);
@@ -470,6 +482,11 @@ mod tests {
             Layout::ChannelsTimeWidth {
                 channels: 3,
                 width: 4,
+            },
+            // Whole rows of 16: the transposed writes.
+            Layout::ChannelsTimeWidth {
+                channels: 2,
+                width: 32,
             },
         ];
         for layout in layouts {

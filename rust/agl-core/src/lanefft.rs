@@ -73,6 +73,29 @@ pub unsafe fn stream_copy(dst: *mut f32, src: &[f32]) {
     std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len());
 }
 
+/// Write 16 consecutive row values of 16 frames, frame-major: `src[w]`
+/// (`w < 16`) holds value `w` of each frame (frame `i` in lane `i`); frame
+/// `i`'s 16 values go to `dst + i * stride .. + 16`. A 16 x 16 transpose in
+/// registers where the CPU has AVX-512.
+///
+/// # Safety
+/// `dst + i * stride + w` must be valid for writes for `i, w < 16`, and
+/// `src` must hold 16 vectors.
+#[inline]
+pub unsafe fn transpose_out(src: &[V], dst: *mut f32, stride: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::fastmath::has_avx512f() {
+            return x86::transpose_out(src, dst, stride);
+        }
+    }
+    for (w, v) in src.iter().take(16).enumerate() {
+        for (i, &x) in v.0.iter().enumerate() {
+            *dst.add(i * stride + w) = x;
+        }
+    }
+}
+
 /// Order the non-temporal stores of [`stream_copy`] before later stores
 /// (call once a run of copies is done).
 #[inline]
@@ -324,6 +347,18 @@ mod x86 {
                     _mm512_store_ps(dst.0.as_mut_ptr(), *v);
                 }
             }
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose_out(src: &[V], dst: *mut f32, stride: usize) {
+        let mut rows = [_mm512_setzero_ps(); 16];
+        for (r, v) in rows.iter_mut().zip(&src[..16]) {
+            *r = _mm512_load_ps(v.0.as_ptr());
+        }
+        let cols = transpose16(&rows);
+        for (i, c) in cols.iter().enumerate() {
+            _mm512_storeu_ps(dst.add(i * stride), *c);
         }
     }
 
@@ -822,6 +857,22 @@ mod tests {
             if crate::fastmath::has_avx512f() {
                 plan.forward_with::<Avx512>(&f, LANES, &mut r2, &mut i2);
                 assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "avx512");
+            }
+        }
+    }
+
+    #[test]
+    fn transposed_writes_put_each_frame_in_its_row() {
+        let src: Vec<V> = (0..16)
+            .map(|w| V(std::array::from_fn(|i| (w * 100 + i) as f32)))
+            .collect();
+        let stride = 21;
+        let mut dst = vec![-1.0f32; 16 * stride];
+        unsafe { transpose_out(&src, dst.as_mut_ptr(), stride) };
+        for i in 0..16 {
+            for w in 0..stride {
+                let want = if w < 16 { (w * 100 + i) as f32 } else { -1.0 };
+                assert_eq!(dst[i * stride + w], want, "frame {i} value {w}");
             }
         }
     }
