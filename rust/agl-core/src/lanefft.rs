@@ -10,11 +10,12 @@
 //!
 //! The transform of `n = 2m` real samples packs the frame as `m` complex
 //! values `z[j] = x[2j] + i x[2j+1]`, loads them in bit-reversed order,
-//! runs the `log2 m` decimation-in-time stages as radix-4 passes (the
-//! first multiply-free, the others with three twiddle products per four
-//! elements; each element is loaded and stored once per pass) plus, for
-//! odd `log2 m`, one radix-2 pass, and splits the result into the one-sided
-//! spectrum (see [`crate::rfft`] for the split).
+//! runs the `log2 m` decimation-in-time stages as radix-8 passes (three
+//! stages each: seven twiddle products and an 8-point DFT per eight values,
+//! each value loaded and stored once per pass), then one radix-4 or radix-2
+//! pass for the stages left over, and splits the result into the one-sided
+//! spectrum (see [`crate::rfft`] for the split). For `n = 1024` that is
+//! three passes over the block.
 //!
 //! Every lane runs the same sequence of IEEE operations (twiddle products
 //! as one multiply and one fused multiply-add per part, in hardware on
@@ -458,20 +459,30 @@ impl LaneFft {
         let rev = (0..m as u32)
             .map(|j| j.reverse_bits() >> (32 - bits))
             .collect();
-        // The stage schedule of `stages`: radix-4 passes (spans s and 2s at
-        // once) while they fit, a last radix-2 pass of span s otherwise.
+        // Twiddles of the passes of `stages`, in their order: with the
+        // sub-transforms of size `e` done, a radix-8 pass (span 8e) while
+        // three or more stages remain, else radix-4 (span 4e) or radix-2
+        // (span 2e). The first pass (e = 1) is radix-8 when m >= 8.
         let mut tw = Vec::new();
-        let mut s = 8;
-        while s <= m {
-            if 2 * s <= m {
-                let span = 2 * s;
-                for k in 0..s / 2 {
-                    tw.extend([unit(k, span), unit(2 * k, span), unit(3 * k, span)]);
+        let mut e = 1;
+        if m < 8 {
+            e = 4;
+        }
+        while e < m {
+            let left = (m / e).trailing_zeros();
+            if left >= 3 {
+                for k in 0..e {
+                    tw.extend((1..8).map(|r| unit(r * k, 8 * e)));
                 }
-                s *= 4;
+                e *= 8;
+            } else if left == 2 {
+                for k in 0..e {
+                    tw.extend([unit(k, 4 * e), unit(2 * k, 4 * e), unit(3 * k, 4 * e)]);
+                }
+                e *= 4;
             } else {
-                tw.extend((0..s / 2).map(|k| unit(k, s)));
-                s *= 2;
+                tw.extend((0..e).map(|k| unit(k, 2 * e)));
+                e *= 2;
             }
         }
         let post = (0..=m / 2).map(|k| unit(k, n)).collect();
@@ -568,41 +579,26 @@ impl LaneFft {
     #[inline(always)]
     unsafe fn stages<R: Lanes>(&self, re: &mut [V], im: &mut [V]) {
         let m = self.m;
-        // Spans 2 and 4: twiddles 1 and -i only.
-        for g in (0..m).step_by(4) {
-            let a0r = R::ld(&re[g]);
-            let a0i = R::ld(&im[g]);
-            let a1r = R::ld(&re[g + 1]);
-            let a1i = R::ld(&im[g + 1]);
-            let a2r = R::ld(&re[g + 2]);
-            let a2i = R::ld(&im[g + 2]);
-            let a3r = R::ld(&re[g + 3]);
-            let a3i = R::ld(&im[g + 3]);
-            let (b0r, b0i) = (a0r.add(a1r), a0i.add(a1i));
-            let (b1r, b1i) = (a0r.sub(a1r), a0i.sub(a1i));
-            let (b2r, b2i) = (a2r.add(a3r), a2i.add(a3i));
-            let (b3r, b3i) = (a2r.sub(a3r), a2i.sub(a3i));
-            // -i * b3 = b3i - i b3r
-            b0r.add(b2r).st(&mut re[g]);
-            b0i.add(b2i).st(&mut im[g]);
-            b0r.sub(b2r).st(&mut re[g + 2]);
-            b0i.sub(b2i).st(&mut im[g + 2]);
-            b1r.add(b3i).st(&mut re[g + 1]);
-            b1i.sub(b3r).st(&mut im[g + 1]);
-            b1r.sub(b3i).st(&mut re[g + 3]);
-            b1i.add(b3r).st(&mut im[g + 3]);
+        let mut e = 1;
+        if m < 8 {
+            radix4_first::<R>(re, im);
+            e = 4;
         }
-        let mut s = 8;
         let mut off = 0;
-        while s <= m {
-            if 2 * s <= m {
-                radix4_stage::<R>(re, im, s, &self.tw[off..off + 3 * s / 2]);
-                off += 3 * s / 2;
-                s *= 4;
+        while e < m {
+            let left = (m / e).trailing_zeros();
+            if left >= 3 {
+                radix8_stage::<R>(re, im, e, &self.tw[off..off + 7 * e]);
+                off += 7 * e;
+                e *= 8;
+            } else if left == 2 {
+                radix4_stage::<R>(re, im, 2 * e, &self.tw[off..off + 3 * e]);
+                off += 3 * e;
+                e *= 4;
             } else {
-                single_stage::<R>(re, im, s, &self.tw[off..off + s / 2]);
-                off += s / 2;
-                s *= 2;
+                single_stage::<R>(re, im, 2 * e, &self.tw[off..off + e]);
+                off += e;
+                e *= 2;
             }
         }
     }
@@ -678,6 +674,104 @@ pub fn run<T>(f: impl FnOnce(Backend) -> T) -> T {
         }
     }
     f(Backend::Portable)
+}
+
+/// The first two radix-2 stages (spans 2 and 4: twiddles 1 and -i only)
+/// as one multiply-free radix-4 pass.
+#[inline(always)]
+unsafe fn radix4_first<R: Lanes>(re: &mut [V], im: &mut [V]) {
+    let m = re.len();
+    // Spans 2 and 4: twiddles 1 and -i only.
+    for g in (0..m).step_by(4) {
+        let a0r = R::ld(&re[g]);
+        let a0i = R::ld(&im[g]);
+        let a1r = R::ld(&re[g + 1]);
+        let a1i = R::ld(&im[g + 1]);
+        let a2r = R::ld(&re[g + 2]);
+        let a2i = R::ld(&im[g + 2]);
+        let a3r = R::ld(&re[g + 3]);
+        let a3i = R::ld(&im[g + 3]);
+        let (b0r, b0i) = (a0r.add(a1r), a0i.add(a1i));
+        let (b1r, b1i) = (a0r.sub(a1r), a0i.sub(a1i));
+        let (b2r, b2i) = (a2r.add(a3r), a2i.add(a3i));
+        let (b3r, b3i) = (a2r.sub(a3r), a2i.sub(a3i));
+        // -i * b3 = b3i - i b3r
+        b0r.add(b2r).st(&mut re[g]);
+        b0i.add(b2i).st(&mut im[g]);
+        b0r.sub(b2r).st(&mut re[g + 2]);
+        b0i.sub(b2i).st(&mut im[g + 2]);
+        b1r.add(b3i).st(&mut re[g + 1]);
+        b1i.sub(b3r).st(&mut im[g + 1]);
+        b1r.sub(b3i).st(&mut re[g + 3]);
+        b1i.add(b3r).st(&mut im[g + 3]);
+    }
+}
+
+/// Three radix-2 stages as one radix-8 pass of span `8e` over
+/// sub-transforms of size `e`: for each `k < e` the eight values a span
+/// `e` apart (block `j` holding the sub-transform of residue `rev3(j)`) are
+/// loaded once, seven of them multiplied by `W^(r k)` (`W = exp(-2 pi i /
+/// 8e)`, `tw[7k + r - 1]`), combined by an 8-point DFT and stored once in
+/// natural order.
+#[inline(always)]
+unsafe fn radix8_stage<R: Lanes>(re: &mut [V], im: &mut [V], e: usize, tw: &[(f32, f32)]) {
+    // Block holding residue r: rev3(r).
+    const BLOCK: [usize; 8] = [0, 4, 2, 6, 1, 5, 3, 7];
+    let h = R::splat(std::f32::consts::FRAC_1_SQRT_2);
+    for g in (0..re.len()).step_by(8 * e) {
+        for (k, w) in tw.chunks_exact(7).enumerate().take(e) {
+            let at = |r: usize| g + k + BLOCK[r] * e;
+            let mut tr = [R::splat(0.0); 8];
+            let mut ti = [R::splat(0.0); 8];
+            tr[0] = R::ld(&re[at(0)]);
+            ti[0] = R::ld(&im[at(0)]);
+            for r in 1..8 {
+                let (a, b) = cmul(R::ld(&re[at(r)]), R::ld(&im[at(r)]), w[r - 1].0, w[r - 1].1);
+                tr[r] = a;
+                ti[r] = b;
+            }
+            // 8-point DFT by decimation in frequency: a = t[r] + t[r+4],
+            // b = (t[r] - t[r+4]) W8^r, then 4-point DFTs of a (even
+            // outputs) and b (odd outputs).
+            let mut ar = [R::splat(0.0); 4];
+            let mut ai = [R::splat(0.0); 4];
+            let mut br = [R::splat(0.0); 4];
+            let mut bi = [R::splat(0.0); 4];
+            for r in 0..4 {
+                ar[r] = tr[r].add(tr[r + 4]);
+                ai[r] = ti[r].add(ti[r + 4]);
+                br[r] = tr[r].sub(tr[r + 4]);
+                bi[r] = ti[r].sub(ti[r + 4]);
+            }
+            // W8^1 = (1 - i)/sqrt2, W8^2 = -i, W8^3 = (-1 - i)/sqrt2.
+            let (x, y) = (br[1], bi[1]);
+            br[1] = h.mul(x.add(y));
+            bi[1] = h.mul(y.sub(x));
+            let (x, y) = (br[2], bi[2]);
+            br[2] = y;
+            bi[2] = R::splat(0.0).sub(x);
+            let (x, y) = (br[3], bi[3]);
+            br[3] = h.mul(y.sub(x));
+            bi[3] = R::splat(0.0).sub(h.mul(x.add(y)));
+            let out = |q: usize| g + k + q * e;
+            for (parity, (pr, pi)) in [(ar, ai), (br, bi)].into_iter().enumerate() {
+                // 4-point DFT: outputs 2p + parity.
+                let (c0r, c0i) = (pr[0].add(pr[2]), pi[0].add(pi[2]));
+                let (c1r, c1i) = (pr[1].add(pr[3]), pi[1].add(pi[3]));
+                let (d0r, d0i) = (pr[0].sub(pr[2]), pi[0].sub(pi[2]));
+                // -i (p1 - p3)
+                let (d1r, d1i) = (pi[1].sub(pi[3]), pr[3].sub(pr[1]));
+                c0r.add(c1r).st(&mut re[out(parity)]);
+                c0i.add(c1i).st(&mut im[out(parity)]);
+                d0r.add(d1r).st(&mut re[out(2 + parity)]);
+                d0i.add(d1i).st(&mut im[out(2 + parity)]);
+                c0r.sub(c1r).st(&mut re[out(4 + parity)]);
+                c0i.sub(c1i).st(&mut im[out(4 + parity)]);
+                d0r.sub(d1r).st(&mut re[out(6 + parity)]);
+                d0i.sub(d1i).st(&mut im[out(6 + parity)]);
+            }
+        }
+    }
 }
 
 /// One radix-2 stage of span `s` (twiddles `W_s^k`, `k < s / 2`).
