@@ -221,12 +221,16 @@ fn clip_stats(x: &[f32], threshold: f32) -> ClipStats {
 /// about 0.01 dB), the curation pipeline's threshold.
 pub const CLIP_LEVEL: f32 = 0.999;
 
-/// `[peak |x|, RMS, share of samples with |x| >= threshold]` over all
-/// `parts` of a clip (its channels) in one pass; zeros for an empty clip;
-/// `None` when a sample is NaN or infinite. The values equal
-/// [`levels_batch`]'s for the parts laid end to end (up to the order of the
-/// f64 sum of squares).
-pub fn clip_levels(parts: &[&[f32]], threshold: f32) -> Option<[f64; 3]> {
+/// `[peak |x|, RMS, share of samples with |x| >= threshold, share of
+/// samples whose |x| equals the peak]` over all `parts` of a clip (its
+/// channels) in one pass; zeros for an empty clip; `None` when a sample is
+/// NaN or infinite. The first three equal [`levels_batch`]'s for the parts
+/// laid end to end (up to the order of the f64 sum of squares). For one part
+/// the RMS, the share at the peak and the share at or above `threshold` are
+/// bit for bit the `rms`, `clipping_ratio` and `full_scale_ratio` (at
+/// `full_scale_threshold = threshold`) of [`quality_batch`], which can take
+/// them as [`KnownStats`] instead of measuring them again.
+pub fn clip_levels(parts: &[&[f32]], threshold: f32) -> Option<[f64; 4]> {
     let n: usize = parts.iter().map(|p| p.len()).sum();
     let st = crate::fastmath::vectorized(
         #[inline(always)]
@@ -242,13 +246,14 @@ pub fn clip_levels(parts: &[&[f32]], threshold: f32) -> Option<[f64; 3]> {
         return None;
     }
     if n == 0 {
-        return Some([0.0; 3]);
+        return Some([0.0; 4]);
     }
     let nf = n as f64;
     Some([
         st.peak() as f64,
         (st.sum_squares() / nf).sqrt(),
         st.full() as f64 / nf,
+        st.at_peak() as f64 / nf,
     ])
 }
 
@@ -628,12 +633,21 @@ impl ComplexityPass<'_> {
     }
 }
 
+/// Sample statistics of a clip measured already (by the decoder's levels
+/// pass, [`clip_levels`]): `rms`, `clipping_ratio`, `full_scale_ratio`.
+/// [`quality_batch_with`] then takes them as they are and reads the clip
+/// only for its spectra; the caller vouches that the clip is finite.
+pub type KnownStats = [f64; 3];
+
 /// Clip-level metrics of one clip, with per-worker FFT scratch; a NaN or an
-/// infinity in the clip is a [`AglError::NonFinite`] naming `item`.
+/// infinity in the clip is a [`AglError::NonFinite`] naming `item` (unless
+/// its statistics are `known`).
+#[allow(clippy::too_many_arguments)]
 fn clip_metrics(
     x: &[f32],
     item: usize,
     p: &QualityParams,
+    known: Option<&KnownStats>,
     plan: &StftPlan,
     welch: &mut Option<WelchScratch>,
     stft: &mut FftScratch,
@@ -642,7 +656,7 @@ fn clip_metrics(
     // The closure must inline into the AVX2 copy for its loops to use it.
     let (st, m) = crate::fastmath::vectorized(
         #[inline(always)]
-        || clip_metrics_impl(x, p, plan, welch, stft, acc),
+        || clip_metrics_impl(x, p, known, plan, welch, stft, acc),
     );
     if !st.finite() {
         check_finite(x, &format!("audio buffer (item {item})"))?;
@@ -654,6 +668,7 @@ fn clip_metrics(
 fn clip_metrics_impl(
     x: &[f32],
     p: &QualityParams,
+    known: Option<&KnownStats>,
     plan: &StftPlan,
     welch: &mut Option<WelchScratch>,
     stft: &mut FftScratch,
@@ -678,7 +693,9 @@ fn clip_metrics_impl(
     };
     for (b, block) in x.chunks(BLOCK).enumerate() {
         let end = b * BLOCK + block.len();
-        st.feed(block);
+        if known.is_none() {
+            st.feed(block);
+        }
         w.advance(end);
         cx.advance(end);
     }
@@ -690,11 +707,19 @@ fn clip_metrics_impl(
         flatness_of(w.finish(p.sr).into_iter(), p.amin)
     };
     let (complexity, aci) = if complexity { acc.totals() } else { (0.0, 0.0) };
+    let [rms, clipping_ratio, full_scale_ratio] = match known {
+        Some(&k) => k,
+        None => [
+            (st.sum_squares() / n).sqrt(),
+            st.at_peak() as f64 / n,
+            st.full() as f64 / n,
+        ],
+    };
     let m = QualityMetrics {
-        rms: (st.sum_squares() / n).sqrt(),
+        rms,
         flatness,
-        clipping_ratio: st.at_peak() as f64 / n,
-        full_scale_ratio: st.full() as f64 / n,
+        clipping_ratio,
+        full_scale_ratio,
         complexity,
         aci,
     };
@@ -745,7 +770,29 @@ pub fn quality_batch(
     n_threads: Option<usize>,
     cancel: &Cancel,
 ) -> Result<Vec<QualityMetrics>> {
+    quality_batch_with(items, p, None, n_threads, cancel)
+}
+
+/// [`quality_batch`] with the sample statistics of every clip measured
+/// already (`known[i]` for `items[i]`, see [`KnownStats`]): the clips are
+/// read only for their spectra.
+pub fn quality_batch_with(
+    items: &[&[f32]],
+    p: &QualityParams,
+    known: Option<&[KnownStats]>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<Vec<QualityMetrics>> {
     p.validate()?;
+    if let Some(k) = known {
+        if k.len() != items.len() {
+            return Err(AglError::Shape(format!(
+                "clip_stats has {} rows for {} clips",
+                k.len(),
+                items.len()
+            )));
+        }
+    }
     let mut sp = StftParams::new(p.n_fft);
     sp.hop_length = p.hop_length;
     sp.center = false;
@@ -754,8 +801,9 @@ pub fn quality_batch(
         let mut welch = None;
         let mut stft = FftScratch::new(p.n_fft);
         let mut acc = ComplexitySums::default();
+        let k = known.map(|k| &k[i]);
         Ok(clip_metrics(
-            items[i], i, p, &plan, &mut welch, &mut stft, &mut acc,
+            items[i], i, p, k, &plan, &mut welch, &mut stft, &mut acc,
         ))
     })?;
     first_error(rows)
@@ -989,7 +1037,8 @@ mod tests {
         assert_eq!((parts[0], parts[2]), (whole[0], whole[2]));
         assert!((parts[1] - whole[1]).abs() <= 1e-14 * whole[1]);
         assert_eq!(parts[2], 2.0 / 1778.0);
-        assert_eq!(clip_levels(&[&[], &[]], CLIP_LEVEL), Some([0.0; 3]));
+        assert_eq!(parts[3], 2.0 / 1778.0);
+        assert_eq!(clip_levels(&[&[], &[]], CLIP_LEVEL), Some([0.0; 4]));
         b[100] = f32::NAN;
         assert_eq!(clip_levels(&[&a, &b], CLIP_LEVEL), None);
     }
@@ -1004,6 +1053,35 @@ mod tests {
         assert_eq!(m.flatness, flatness_of(psd.into_iter(), p.amin));
         let (cr, fs) = clipping_ratios(&x, p.full_scale_threshold);
         assert_eq!((m.clipping_ratio, m.full_scale_ratio), (cr, fs));
+    }
+
+    #[test]
+    fn decoder_levels_are_the_quality_statistics_to_the_bit() {
+        // One channel: the levels pass's RMS, share at the peak and share at
+        // or above the threshold are the quality pass's own values, so a
+        // clip measured by the decoder need not be scanned again.
+        let p = QualityParams::new(32000.0);
+        let mut x: Vec<f32> = noise(2 * BLOCK + 333, 11).iter().map(|v| v * 0.9).collect();
+        x[17] = 1.0;
+        x[BLOCK + 5] = -1.0;
+        x[40] = 0.9995;
+        let silent = vec![0.0f32; 3000];
+        let items: Vec<&[f32]> = vec![&x, &silent, &[], &x[..700]];
+        let known: Vec<KnownStats> = items
+            .iter()
+            .map(|c| {
+                let l = clip_levels(&[c], p.full_scale_threshold).unwrap();
+                [l[1], l[3], l[2]]
+            })
+            .collect();
+        let full = quality_batch(&items, &p, Some(1), never()).unwrap();
+        let reused = quality_batch_with(&items, &p, Some(&known), Some(2), never()).unwrap();
+        assert_eq!(full, reused);
+        assert_eq!(full[0].clipping_ratio, 2.0 / x.len() as f64);
+        assert!(matches!(
+            quality_batch_with(&items, &p, Some(&known[..1]), Some(1), never()),
+            Err(AglError::Shape(_))
+        ));
     }
 
     #[test]
