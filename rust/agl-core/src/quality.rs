@@ -24,12 +24,18 @@
 //! In both complexity sums a band whose energy is zero over the whole clip
 //! contributes 0 (scikit-maad gives NaN there).
 
-use crate::batch::{map_items, run_framewise, FrameOutput, Layout};
+use crate::batch::{map_items, run_blockwise, run_framewise, FrameOutput, Layout};
 use crate::error::{check_finite, AglError, Result};
+use crate::fastmath::vectorized_wide;
+use crate::lanefft::{flat, LaneFft, LANES};
 use crate::parallel::Cancel;
-use crate::stft::{reflect_index, FftScratch, PadMode, Source, StereoFft, StftParams, StftPlan};
+use crate::stft::{
+    lane_plan, reflect_index, FftScratch, LaneStft, PadMode, Source, StereoFft, StftParams,
+    StftPlan,
+};
 use crate::window::Window;
 use num_complex::Complex32;
+use std::sync::Arc;
 
 /// Clip-level quality metrics (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -273,6 +279,40 @@ pub struct WelchScratch {
     wss: f64,
     pair: StereoFft,
     single: FftScratch,
+    /// The frame-batched transform, for power-of-two segment lengths.
+    lanes: Option<WelchLanes>,
+}
+
+/// [`LANES`] segments at a time through [`LaneFft`]: their detrended,
+/// windowed samples, spectra and power sums, bin-major (`acc[k * LANES +
+/// l]` sums bin `k` of the segments `l`, `l + LANES`, ...).
+struct WelchLanes {
+    fft: Arc<LaneFft>,
+    frames: Vec<f32>,
+    re: Vec<crate::lanefft::V>,
+    im: Vec<crate::lanefft::V>,
+    acc: Vec<f64>,
+}
+
+impl WelchLanes {
+    fn new(fft: Arc<LaneFft>) -> Self {
+        let (re, im) = fft.make_buffers();
+        WelchLanes {
+            frames: vec![0.0; LANES * fft.len()],
+            acc: vec![0.0; LANES * fft.n_bins()],
+            fft,
+            re,
+            im,
+        }
+    }
+}
+
+/// `acc[i] += re[i]^2 + im[i]^2` (the square sum in f32, added in f64).
+#[inline(always)]
+fn add_lane_power(re: &[f32], im: &[f32], acc: &mut [f64]) {
+    for ((a, &r), &i) in acc.iter_mut().zip(re).zip(im) {
+        *a += (r * r + i * i) as f64;
+    }
 }
 
 impl WelchScratch {
@@ -288,7 +328,14 @@ impl WelchScratch {
             wss: w.iter().map(|v| v * v).sum(),
             pair: StereoFft::new(n),
             single: FftScratch::new(n),
+            lanes: lane_plan(n).map(WelchLanes::new),
         }
+    }
+
+    /// The same scratch transforming one segment (or two) at a time.
+    fn without_lanes(mut self) -> Self {
+        self.lanes = None;
+        self
     }
 }
 
@@ -346,6 +393,9 @@ impl<'a> WelchPass<'a> {
             *scratch = None;
         }
         let s = scratch.get_or_insert_with(|| WelchScratch::new(n));
+        if let Some(l) = s.lanes.as_mut() {
+            l.acc.fill(0.0);
+        }
         let step = (n - n / 2).max(1);
         let n_seg = if x.len() >= n {
             (x.len() - n) / step + 1
@@ -393,6 +443,10 @@ impl<'a> WelchPass<'a> {
     /// Take every remaining segment that ends at or before sample `until`.
     #[inline(always)]
     fn advance(&mut self, until: usize) {
+        if self.s.lanes.is_some() {
+            self.advance_lanes(until);
+            return;
+        }
         let (n, step) = (self.n, self.step);
         while self.k < self.n_seg {
             let k = self.k;
@@ -433,10 +487,57 @@ impl<'a> WelchPass<'a> {
         }
     }
 
+    /// [`WelchPass::advance`] through the frame-batched transform:
+    /// [`LANES`] segments per block (blocks start at multiples of [`LANES`],
+    /// the last one may be shorter), each segment's power added to its
+    /// lane's sums.
+    #[inline(always)]
+    fn advance_lanes(&mut self, until: usize) {
+        let (n, step) = (self.n, self.step);
+        while self.k < self.n_seg {
+            let k0 = self.k;
+            let cnt = (self.n_seg - k0).min(LANES);
+            if (k0 + cnt - 1) * step + n > until {
+                return;
+            }
+            let mut means = [0.0f32; LANES];
+            for (i, m) in means.iter_mut().enumerate().take(cnt) {
+                *m = self.mean(k0 + i);
+            }
+            let x = self.x;
+            let s = &mut *self.s;
+            let Some(l) = s.lanes.as_mut() else {
+                return;
+            };
+            let window = &s.window;
+            for (i, buf) in l.frames.chunks_exact_mut(n).take(cnt).enumerate() {
+                let at = (k0 + i) * step;
+                detrend_window(buf, &x[at..at + n], means[i], window);
+            }
+            let mut frames: [&[f32]; LANES] = [&[]; LANES];
+            for (f, buf) in frames.iter_mut().zip(l.frames.chunks_exact(n)) {
+                *f = buf;
+            }
+            l.fft.forward(&frames[..cnt], &mut l.re, &mut l.im);
+            // Lanes past `cnt` transform zeros: they add exact zeros.
+            let (re, im, acc) = (flat(&l.re), flat(&l.im), &mut l.acc);
+            vectorized_wide(
+                #[inline(always)]
+                || add_lane_power(re, im, acc),
+            );
+            self.k += cnt;
+        }
+    }
+
     /// The density from the segments taken.
     #[inline(always)]
     fn finish(self, sr: f64) -> Vec<f64> {
         let (n, n_seg, mut acc) = (self.n, self.k, self.acc);
+        if let Some(l) = &self.s.lanes {
+            for (a, lanes) in acc.iter_mut().zip(l.acc.chunks_exact(LANES)) {
+                *a = lanes.iter().sum();
+            }
+        }
         let scale = if self.s.wss > 0.0 && n_seg > 0 {
             1.0 / (sr * self.s.wss * n_seg as f64)
         } else {
@@ -600,6 +701,131 @@ impl ComplexitySums {
     }
 }
 
+/// [`ComplexitySums`] for [`LANES`] frames at a time from [`LaneStft`]:
+/// every quantity is held per bin and lane (`[k * LANES + l]`, lane `l`
+/// taking frames `l`, `l + LANES`, ...), so a block's update is vertical
+/// vector arithmetic. The difference of a frame with the one before is that
+/// of the lane to its left, or of the previous block's last frame for lane
+/// 0. Partial sums in f32 over [`PARTIAL_FRAMES`] frames (four per lane),
+/// in f64 across them; the lanes of a bin are added at the end.
+struct LaneComplexity {
+    stft: LaneStft,
+    nb: usize,
+    /// Power and amplitude of the block, one leading zero (so `pw[o..o +
+    /// LANES]` is `pw[o + 1..]` shifted by one lane).
+    pw: Vec<f32>,
+    am: Vec<f32>,
+    /// The previous block's last frame, per bin.
+    prev_pw: Vec<f32>,
+    prev_am: Vec<f32>,
+    /// Partial sums: `|d pw|`, `pw`, `|d am|`, `am`.
+    part: [Vec<f32>; 4],
+    total: [Vec<f64>; 4],
+    frames: usize,
+}
+
+impl LaneComplexity {
+    fn new(fft: Arc<LaneFft>) -> Self {
+        let nb = fft.n_bins();
+        let w = nb * LANES;
+        LaneComplexity {
+            stft: LaneStft::new(fft),
+            nb,
+            pw: vec![0.0; w + 1],
+            am: vec![0.0; w + 1],
+            prev_pw: vec![0.0; nb],
+            prev_am: vec![0.0; nb],
+            part: std::array::from_fn(|_| vec![0.0; w]),
+            total: std::array::from_fn(|_| vec![0.0; w]),
+            frames: 0,
+        }
+    }
+
+    fn reset(&mut self) {
+        for v in &mut self.part {
+            v.fill(0.0);
+        }
+        for v in &mut self.total {
+            v.fill(0.0);
+        }
+        self.frames = 0;
+    }
+
+    fn flush(&mut self) {
+        for (t, p) in self.total.iter_mut().zip(&mut self.part) {
+            for (tv, pv) in t.iter_mut().zip(p.iter_mut()) {
+                *tv += *pv as f64;
+                *pv = 0.0;
+            }
+        }
+    }
+
+    /// Add the `cnt` frames whose spectra [`LaneStft::block`] just made.
+    fn add_block(&mut self, cnt: usize) {
+        vectorized_wide(
+            #[inline(always)]
+            || self.add_block_impl(cnt),
+        );
+        self.frames += cnt;
+        if self.frames.is_multiple_of(PARTIAL_FRAMES) || cnt < LANES {
+            self.flush();
+        }
+    }
+
+    #[inline(always)]
+    fn add_block_impl(&mut self, cnt: usize) {
+        let w = self.nb * LANES;
+        let (re, im) = (flat(&self.stft.re), flat(&self.stft.im));
+        for (((p, a), &r), &i) in self.pw[1..]
+            .iter_mut()
+            .zip(&mut self.am[1..])
+            .zip(&re[..w])
+            .zip(&im[..w])
+        {
+            *p = r * r + i * i;
+            *a = p.sqrt();
+        }
+        // Lane 0 is differenced below; lanes past `cnt` hold no frame.
+        let mut mask = [0.0f32; LANES];
+        mask[1..cnt].fill(1.0);
+        let first = self.frames == 0;
+        let [dpw, spw, dam, sam] = &mut self.part;
+        for k in 0..self.nb {
+            let o = k * LANES;
+            let (cp, pp) = (&self.pw[o + 1..o + 1 + LANES], &self.pw[o..o + LANES]);
+            let (ca, pa) = (&self.am[o + 1..o + 1 + LANES], &self.am[o..o + LANES]);
+            let (dp, sp) = (&mut dpw[o..o + LANES], &mut spw[o..o + LANES]);
+            let (da, sa) = (&mut dam[o..o + LANES], &mut sam[o..o + LANES]);
+            for l in 0..LANES {
+                dp[l] += (cp[l] - pp[l]).abs() * mask[l];
+                da[l] += (ca[l] - pa[l]).abs() * mask[l];
+                sp[l] += cp[l];
+                sa[l] += ca[l];
+            }
+            // The first frame of the clip has no difference.
+            if !first {
+                dp[0] += (cp[0] - self.prev_pw[k]).abs();
+                da[0] += (ca[0] - self.prev_am[k]).abs();
+            }
+            self.prev_pw[k] = cp[cnt - 1];
+            self.prev_am[k] = ca[cnt - 1];
+        }
+    }
+
+    fn totals(&mut self) -> (f64, f64) {
+        self.flush();
+        let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
+        let band = |v: &[f64], k: usize| v[k * LANES..(k + 1) * LANES].iter().sum::<f64>();
+        let [dpw, spw, dam, sam] = &self.total;
+        let (mut ac, mut aci) = (0.0, 0.0);
+        for k in 0..self.nb {
+            ac += ratio(band(dpw, k), band(spw, k));
+            aci += ratio(band(dam, k), band(sam, k));
+        }
+        (ac, aci)
+    }
+}
+
 /// Samples per block of the one pass over a clip: the sample statistics,
 /// the Welch segments and the STFT frames that end in a block are taken
 /// while it is in cache (the clip itself is read from memory once).
@@ -615,6 +841,9 @@ struct ComplexityPass<'a> {
     plan: &'a StftPlan,
     fft: &'a mut FftScratch,
     acc: &'a mut ComplexitySums,
+    /// The frame-batched transform, for power-of-two `n_fft` (frames in
+    /// blocks of [`LANES`] from frame 0, whatever the walk over the clip).
+    lanes: Option<&'a mut LaneComplexity>,
     n_frames: usize,
     hop: usize,
     n_fft: usize,
@@ -625,6 +854,18 @@ impl ComplexityPass<'_> {
     /// Take every remaining frame that ends at or before sample `until`.
     #[inline(always)]
     fn advance(&mut self, until: usize) {
+        if let Some(lc) = self.lanes.as_deref_mut() {
+            while self.t < self.n_frames {
+                let cnt = (self.n_frames - self.t).min(LANES);
+                if (self.t + cnt - 1) * self.hop + self.n_fft > until {
+                    return;
+                }
+                lc.stft.block(self.plan, &self.src, self.t, cnt);
+                lc.add_block(cnt);
+                self.t += cnt;
+            }
+            return;
+        }
         while self.t < self.n_frames && self.t * self.hop + self.n_fft <= until {
             self.plan.transform_frame(&self.src, self.t, self.fft);
             self.acc.add(&self.fft.spectrum);
@@ -652,11 +893,12 @@ fn clip_metrics(
     welch: &mut Option<WelchScratch>,
     stft: &mut FftScratch,
     acc: &mut ComplexitySums,
+    lanes: Option<&mut LaneComplexity>,
 ) -> Result<QualityMetrics> {
     // The closure must inline into the AVX2 copy for its loops to use it.
     let (st, m) = crate::fastmath::vectorized(
         #[inline(always)]
-        || clip_metrics_impl(x, p, known, plan, welch, stft, acc),
+        || clip_metrics_impl(x, p, known, plan, welch, stft, acc, lanes),
     );
     if !st.finite() {
         check_finite(x, &format!("audio buffer (item {item})"))?;
@@ -664,6 +906,7 @@ fn clip_metrics(
     Ok(m)
 }
 
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn clip_metrics_impl(
     x: &[f32],
@@ -673,16 +916,21 @@ fn clip_metrics_impl(
     welch: &mut Option<WelchScratch>,
     stft: &mut FftScratch,
     acc: &mut ComplexitySums,
+    mut lanes: Option<&mut LaneComplexity>,
 ) -> (ClipStats, QualityMetrics) {
     let mut st = ClipStats::new(p.full_scale_threshold);
     let mut w = WelchPass::new(x, p.welch_nperseg, welch);
     let nb = p.n_fft / 2 + 1;
     acc.reset(nb);
+    if let Some(lc) = lanes.as_deref_mut() {
+        lc.reset();
+    }
     let mut cx = ComplexityPass {
         src: Source::plain(x),
         plan,
         fft: stft,
         acc,
+        lanes,
         n_frames: match plan.n_frames(x.len()) {
             Ok(t) if t >= 2 => t,
             _ => 0,
@@ -706,7 +954,11 @@ fn clip_metrics_impl(
     } else {
         flatness_of(w.finish(p.sr).into_iter(), p.amin)
     };
-    let (complexity, aci) = if complexity { acc.totals() } else { (0.0, 0.0) };
+    let (complexity, aci) = match (complexity, cx.lanes) {
+        (false, _) => (0.0, 0.0),
+        (true, Some(lc)) => lc.totals(),
+        (true, None) => cx.acc.totals(),
+    };
     let [rms, clipping_ratio, full_scale_ratio] = match known {
         Some(&k) => k,
         None => [
@@ -773,13 +1025,13 @@ pub fn quality_batch(
     quality_batch_with(items, p, None, n_threads, cancel)
 }
 
-/// [`quality_batch`] with the sample statistics of every clip measured
-/// already (`known[i]` for `items[i]`, see [`KnownStats`]): the clips are
-/// read only for their spectra.
-pub fn quality_batch_with(
+/// [`quality_batch_with`], the complexity STFT through the frame-batched
+/// transform when `n_fft` allows (`lanes`) or frame by frame.
+fn quality_batch_impl(
     items: &[&[f32]],
     p: &QualityParams,
     known: Option<&[KnownStats]>,
+    lanes: bool,
     n_threads: Option<usize>,
     cancel: &Cancel,
 ) -> Result<Vec<QualityMetrics>> {
@@ -797,16 +1049,43 @@ pub fn quality_batch_with(
     sp.hop_length = p.hop_length;
     sp.center = false;
     let plan = StftPlan::new(sp)?;
+    let lane_fft = if lanes { lane_plan(p.n_fft) } else { None };
     let rows = map_items(items.len(), n_threads, cancel, |i| {
         let mut welch = None;
+        if !lanes {
+            let n = p.welch_nperseg.min(items[i].len()).max(1);
+            welch = Some(WelchScratch::new(n).without_lanes());
+        }
         let mut stft = FftScratch::new(p.n_fft);
         let mut acc = ComplexitySums::default();
+        let mut lc = lane_fft.clone().map(LaneComplexity::new);
         let k = known.map(|k| &k[i]);
         Ok(clip_metrics(
-            items[i], i, p, k, &plan, &mut welch, &mut stft, &mut acc,
+            items[i],
+            i,
+            p,
+            k,
+            &plan,
+            &mut welch,
+            &mut stft,
+            &mut acc,
+            lc.as_mut(),
         ))
     })?;
     first_error(rows)
+}
+
+/// [`quality_batch`] with the sample statistics of every clip measured
+/// already (`known[i]` for `items[i]`, see [`KnownStats`]): the clips are
+/// read only for their spectra.
+pub fn quality_batch_with(
+    items: &[&[f32]],
+    p: &QualityParams,
+    known: Option<&[KnownStats]>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<Vec<QualityMetrics>> {
+    quality_batch_impl(items, p, known, true, n_threads, cancel)
 }
 
 /// Sum of squares with eight float32 lanes (vectorised), added in f64.
@@ -906,6 +1185,34 @@ pub fn spectral_flatness_frames(
         .collect::<Result<Vec<_>>>()?;
     let nf = params.n_freqs();
     let amin = amin as f64;
+    let mags = move |m2: f32| {
+        let m2 = m2 as f64;
+        if power == 2.0 {
+            m2
+        } else {
+            m2.powf(power as f64 / 2.0)
+        }
+    };
+    if let Some(fft) = lane_plan(params.n_fft) {
+        return run_blockwise(
+            &n_frames,
+            Layout::WidthTime { width: 1 },
+            extent,
+            n_threads,
+            cancel,
+            || LaneStft::new(fft.clone()),
+            |s, item, t0, n, vals| {
+                s.block(&plan, &Source::plain(items[item]), t0, n);
+                for l in 0..n {
+                    let m = s.re[..nf]
+                        .iter()
+                        .zip(&s.im[..nf])
+                        .map(|(r, i)| mags(r.0[l] * r.0[l] + i.0[l] * i.0[l]));
+                    vals[0].0[l] = flatness_of(m, amin) as f32;
+                }
+            },
+        );
+    }
     run_framewise(
         &n_frames,
         Layout::WidthTime { width: 1 },
@@ -915,15 +1222,8 @@ pub fn spectral_flatness_frames(
         || FftScratch::new(params.n_fft),
         |s, item, t, row| {
             plan.transform_frame(&Source::plain(items[item]), t, s);
-            let mags = s.spectrum[..nf].iter().map(|c| {
-                let m2 = c.norm_sqr() as f64;
-                if power == 2.0 {
-                    m2
-                } else {
-                    m2.powf(power as f64 / 2.0)
-                }
-            });
-            row[0] = flatness_of(mags, amin) as f32;
+            let m = s.spectrum[..nf].iter().map(|c| mags(c.norm_sqr()));
+            row[0] = flatness_of(m, amin) as f32;
         },
     )
 }
@@ -1105,6 +1405,120 @@ mod tests {
                     other => panic!("expected NonFinite, got {other:?}"),
                 }
             }
+        }
+    }
+
+    /// Welch PSD from a direct f64 DFT of each detrended, windowed segment.
+    fn naive_welch(x: &[f32], sr: f64, n: usize) -> Vec<f64> {
+        let w: Vec<f64> = (0..n)
+            .map(|i| 0.5 - 0.5 * (2.0 * std::f64::consts::PI * i as f64 / n as f64).cos())
+            .collect();
+        let wss: f64 = w.iter().map(|v| v * v).sum();
+        let step = n - n / 2;
+        let n_seg = (x.len() - n) / step + 1;
+        let mut acc = vec![0.0; n / 2 + 1];
+        for k in 0..n_seg {
+            let seg = &x[k * step..k * step + n];
+            let mean = seg.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+            for (f, a) in acc.iter_mut().enumerate() {
+                let (mut re, mut im) = (0.0, 0.0);
+                for (j, &v) in seg.iter().enumerate() {
+                    let ph = -2.0 * std::f64::consts::PI * (f * j) as f64 / n as f64;
+                    let y = (v as f64 - mean) * w[j];
+                    re += y * ph.cos();
+                    im += y * ph.sin();
+                }
+                *a += re * re + im * im;
+            }
+        }
+        let scale = 1.0 / (sr * wss * n_seg as f64);
+        acc.iter()
+            .enumerate()
+            .map(|(f, a)| a * scale * if f == 0 || f == n / 2 { 1.0 } else { 2.0 })
+            .collect()
+    }
+
+    #[test]
+    fn lane_welch_matches_a_direct_dft() {
+        // 64-sample segments: one full block of 16 segments and a partial
+        // one (37 segments), lanes from the frame-batched transform.
+        let x = noise(32 * 37 + 32, 21);
+        let mut scratch = None;
+        let psd = welch_psd(&x, 8000.0, 64, &mut scratch);
+        assert!(scratch.as_ref().is_some_and(|s| s.lanes.is_some()));
+        let want = naive_welch(&x, 8000.0, 64);
+        let top = want.iter().fold(0f64, |m, &v| m.max(v));
+        for (f, (g, w)) in psd.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 2e-6 * top, "bin {f}: {g} vs {w}");
+        }
+        // The one-segment-at-a-time path: the same density within round-off.
+        let mut scalar = Some(WelchScratch::new(64).without_lanes());
+        let old = welch_psd(&x, 8000.0, 64, &mut scalar);
+        for (g, w) in psd.iter().zip(&old) {
+            assert!((g - w).abs() <= 2e-6 * top);
+        }
+    }
+
+    #[test]
+    fn lane_metrics_match_the_frame_by_frame_path() {
+        // Lengths with a partial last block of Welch segments and of STFT
+        // frames, one shorter than a segment (non-power-of-two Welch length:
+        // the old path), one just two frames long, and a clipped clip.
+        let mut clipped: Vec<f32> = noise(40000, 5).iter().map(|v| v * 4.0).collect();
+        clipped.iter_mut().for_each(|v| *v = v.clamp(-1.0, 1.0));
+        let clips: Vec<Vec<f32>> = vec![
+            noise(3 * BLOCK + 777, 1),
+            noise(900, 2),
+            noise(768, 3),
+            noise(16 * 256 + 256, 4),
+            clipped,
+        ];
+        let items: Vec<&[f32]> = clips.iter().map(|c| c.as_slice()).collect();
+        let p = QualityParams::new(32000.0);
+        let lanes = quality_batch(&items, &p, Some(1), never()).unwrap();
+        let old = quality_batch_impl(&items, &p, None, false, Some(1), never()).unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * a.abs().max(b.abs());
+        for (i, (a, b)) in lanes.iter().zip(&old).enumerate() {
+            assert_eq!(
+                (a.rms, a.clipping_ratio, a.full_scale_ratio),
+                (b.rms, b.clipping_ratio, b.full_scale_ratio)
+            );
+            assert!(close(a.flatness, b.flatness), "{i}: {a:?} vs {b:?}");
+            assert!(close(a.complexity, b.complexity), "{i}: {a:?} vs {b:?}");
+            assert!(close(a.aci, b.aci), "{i}: {a:?} vs {b:?}");
+            assert!(a.complexity > 0.0 && a.aci > 0.0, "{i}");
+        }
+        // Identical whatever the thread count.
+        assert_eq!(quality_batch(&items, &p, Some(2), never()).unwrap(), lanes);
+    }
+
+    #[test]
+    fn lane_flatness_frames_match_a_direct_dft() {
+        let x = noise(5000, 13);
+        let mut sp = StftParams::new(256);
+        sp.hop_length = 100;
+        let out = spectral_flatness_frames(&[&x], &sp, 1e-10, 2.0, None, Some(1), never()).unwrap();
+        let plan = StftPlan::new(sp.clone()).unwrap();
+        let n_frames = out.n_frames[0];
+        assert_eq!(n_frames, plan.n_frames(x.len()).unwrap());
+        let mut frame = vec![0.0f32; 256];
+        for t in 0..n_frames {
+            plan.window_frame(&Source::plain(&x), t, &mut frame);
+            let power = (0..=128).map(|f| {
+                let (mut re, mut im) = (0.0f64, 0.0f64);
+                for (j, &v) in frame.iter().enumerate() {
+                    let ph = -2.0 * std::f64::consts::PI * (f * j) as f64 / 256.0;
+                    re += v as f64 * ph.cos();
+                    im += v as f64 * ph.sin();
+                }
+                re * re + im * im
+            });
+            let want = flatness_of(power, 1e-10);
+            let got = out.data[out.offsets[0] + t] as f64;
+            assert!(
+                (got - want).abs() <= 1e-5 * want,
+                "frame {t}: {got} vs {want}"
+            );
         }
     }
 
