@@ -284,8 +284,7 @@ pub struct WelchScratch {
 }
 
 /// [`LANES`] segments at a time through [`LaneFft`]: their detrended,
-/// windowed samples, spectra and power sums, bin-major (`acc[k * LANES +
-/// l]` sums bin `k` of the segments `l`, `l + LANES`, ...).
+/// windowed samples, bin-major spectra and the power sums of each bin.
 struct WelchLanes {
     fft: Arc<LaneFft>,
     frames: Vec<f32>,
@@ -299,7 +298,7 @@ impl WelchLanes {
         let (re, im) = fft.make_buffers();
         WelchLanes {
             frames: vec![0.0; LANES * fft.len()],
-            acc: vec![0.0; LANES * fft.n_bins()],
+            acc: vec![0.0; fft.n_bins()],
             fft,
             re,
             im,
@@ -307,11 +306,20 @@ impl WelchLanes {
     }
 }
 
-/// `acc[i] += re[i]^2 + im[i]^2` (the square sum in f32, added in f64).
+/// `acc[k] += sum_l re[k, l]^2 + im[k, l]^2` over the [`LANES`] lanes of
+/// each bin (squares in f32, their sum in f64).
 #[inline(always)]
 fn add_lane_power(re: &[f32], im: &[f32], acc: &mut [f64]) {
-    for ((a, &r), &i) in acc.iter_mut().zip(re).zip(im) {
-        *a += (r * r + i * i) as f64;
+    for ((a, r), i) in acc
+        .iter_mut()
+        .zip(re.chunks_exact(LANES))
+        .zip(im.chunks_exact(LANES))
+    {
+        let mut v = [0.0f64; LANES];
+        for ((v, &r), &i) in v.iter_mut().zip(r).zip(i) {
+            *v = (r * r + i * i) as f64;
+        }
+        *a += v.iter().sum::<f64>();
     }
 }
 
@@ -534,9 +542,7 @@ impl<'a> WelchPass<'a> {
     fn finish(self, sr: f64) -> Vec<f64> {
         let (n, n_seg, mut acc) = (self.n, self.k, self.acc);
         if let Some(l) = &self.s.lanes {
-            for (a, lanes) in acc.iter_mut().zip(l.acc.chunks_exact(LANES)) {
-                *a = lanes.iter().sum();
-            }
+            acc.copy_from_slice(&l.acc);
         }
         let scale = if self.s.wss > 0.0 && n_seg > 0 {
             1.0 / (sr * self.s.wss * n_seg as f64)
@@ -701,131 +707,6 @@ impl ComplexitySums {
     }
 }
 
-/// [`ComplexitySums`] for [`LANES`] frames at a time from [`LaneStft`]:
-/// every quantity is held per bin and lane (`[k * LANES + l]`, lane `l`
-/// taking frames `l`, `l + LANES`, ...), so a block's update is vertical
-/// vector arithmetic. The difference of a frame with the one before is that
-/// of the lane to its left, or of the previous block's last frame for lane
-/// 0. Partial sums in f32 over [`PARTIAL_FRAMES`] frames (four per lane),
-/// in f64 across them; the lanes of a bin are added at the end.
-struct LaneComplexity {
-    stft: LaneStft,
-    nb: usize,
-    /// Power and amplitude of the block, one leading zero (so `pw[o..o +
-    /// LANES]` is `pw[o + 1..]` shifted by one lane).
-    pw: Vec<f32>,
-    am: Vec<f32>,
-    /// The previous block's last frame, per bin.
-    prev_pw: Vec<f32>,
-    prev_am: Vec<f32>,
-    /// Partial sums: `|d pw|`, `pw`, `|d am|`, `am`.
-    part: [Vec<f32>; 4],
-    total: [Vec<f64>; 4],
-    frames: usize,
-}
-
-impl LaneComplexity {
-    fn new(fft: Arc<LaneFft>) -> Self {
-        let nb = fft.n_bins();
-        let w = nb * LANES;
-        LaneComplexity {
-            stft: LaneStft::new(fft),
-            nb,
-            pw: vec![0.0; w + 1],
-            am: vec![0.0; w + 1],
-            prev_pw: vec![0.0; nb],
-            prev_am: vec![0.0; nb],
-            part: std::array::from_fn(|_| vec![0.0; w]),
-            total: std::array::from_fn(|_| vec![0.0; w]),
-            frames: 0,
-        }
-    }
-
-    fn reset(&mut self) {
-        for v in &mut self.part {
-            v.fill(0.0);
-        }
-        for v in &mut self.total {
-            v.fill(0.0);
-        }
-        self.frames = 0;
-    }
-
-    fn flush(&mut self) {
-        for (t, p) in self.total.iter_mut().zip(&mut self.part) {
-            for (tv, pv) in t.iter_mut().zip(p.iter_mut()) {
-                *tv += *pv as f64;
-                *pv = 0.0;
-            }
-        }
-    }
-
-    /// Add the `cnt` frames whose spectra [`LaneStft::block`] just made.
-    fn add_block(&mut self, cnt: usize) {
-        vectorized_wide(
-            #[inline(always)]
-            || self.add_block_impl(cnt),
-        );
-        self.frames += cnt;
-        if self.frames.is_multiple_of(PARTIAL_FRAMES) || cnt < LANES {
-            self.flush();
-        }
-    }
-
-    #[inline(always)]
-    fn add_block_impl(&mut self, cnt: usize) {
-        let w = self.nb * LANES;
-        let (re, im) = (flat(&self.stft.re), flat(&self.stft.im));
-        for (((p, a), &r), &i) in self.pw[1..]
-            .iter_mut()
-            .zip(&mut self.am[1..])
-            .zip(&re[..w])
-            .zip(&im[..w])
-        {
-            *p = r * r + i * i;
-            *a = p.sqrt();
-        }
-        // Lane 0 is differenced below; lanes past `cnt` hold no frame.
-        let mut mask = [0.0f32; LANES];
-        mask[1..cnt].fill(1.0);
-        let first = self.frames == 0;
-        let [dpw, spw, dam, sam] = &mut self.part;
-        for k in 0..self.nb {
-            let o = k * LANES;
-            let (cp, pp) = (&self.pw[o + 1..o + 1 + LANES], &self.pw[o..o + LANES]);
-            let (ca, pa) = (&self.am[o + 1..o + 1 + LANES], &self.am[o..o + LANES]);
-            let (dp, sp) = (&mut dpw[o..o + LANES], &mut spw[o..o + LANES]);
-            let (da, sa) = (&mut dam[o..o + LANES], &mut sam[o..o + LANES]);
-            for l in 0..LANES {
-                dp[l] += (cp[l] - pp[l]).abs() * mask[l];
-                da[l] += (ca[l] - pa[l]).abs() * mask[l];
-                sp[l] += cp[l];
-                sa[l] += ca[l];
-            }
-            // The first frame of the clip has no difference.
-            if !first {
-                dp[0] += (cp[0] - self.prev_pw[k]).abs();
-                da[0] += (ca[0] - self.prev_am[k]).abs();
-            }
-            self.prev_pw[k] = cp[cnt - 1];
-            self.prev_am[k] = ca[cnt - 1];
-        }
-    }
-
-    fn totals(&mut self) -> (f64, f64) {
-        self.flush();
-        let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
-        let band = |v: &[f64], k: usize| v[k * LANES..(k + 1) * LANES].iter().sum::<f64>();
-        let [dpw, spw, dam, sam] = &self.total;
-        let (mut ac, mut aci) = (0.0, 0.0);
-        for k in 0..self.nb {
-            ac += ratio(band(dpw, k), band(spw, k));
-            aci += ratio(band(dam, k), band(sam, k));
-        }
-        (ac, aci)
-    }
-}
-
 /// Samples per block of the one pass over a clip: the sample statistics,
 /// the Welch segments and the STFT frames that end in a block are taken
 /// while it is in cache (the clip itself is read from memory once).
@@ -836,14 +717,16 @@ const BLOCK: usize = 1 << 14;
 /// gets its own real FFT: both metrics sum frame-to-frame differences, and
 /// frames paired into one complex FFT would carry different round-off (a
 /// constant clip would no longer score 0, as librosa + scikit-maad give).
+/// The frame-batched transform ([`LaneStft`]) is not used here: at
+/// `n_fft = 512` it is only a few percent faster than one real FFT per
+/// frame, and its bin-major spectra make the frame-to-frame sums walk about
+/// 100 KB per block of frames instead of a few KB per frame, which cost
+/// more than the transform saves.
 struct ComplexityPass<'a> {
     src: Source<'a>,
     plan: &'a StftPlan,
     fft: &'a mut FftScratch,
     acc: &'a mut ComplexitySums,
-    /// The frame-batched transform, for power-of-two `n_fft` (frames in
-    /// blocks of [`LANES`] from frame 0, whatever the walk over the clip).
-    lanes: Option<&'a mut LaneComplexity>,
     n_frames: usize,
     hop: usize,
     n_fft: usize,
@@ -854,18 +737,6 @@ impl ComplexityPass<'_> {
     /// Take every remaining frame that ends at or before sample `until`.
     #[inline(always)]
     fn advance(&mut self, until: usize) {
-        if let Some(lc) = self.lanes.as_deref_mut() {
-            while self.t < self.n_frames {
-                let cnt = (self.n_frames - self.t).min(LANES);
-                if (self.t + cnt - 1) * self.hop + self.n_fft > until {
-                    return;
-                }
-                lc.stft.block(self.plan, &self.src, self.t, cnt);
-                lc.add_block(cnt);
-                self.t += cnt;
-            }
-            return;
-        }
         while self.t < self.n_frames && self.t * self.hop + self.n_fft <= until {
             self.plan.transform_frame(&self.src, self.t, self.fft);
             self.acc.add(&self.fft.spectrum);
@@ -893,12 +764,11 @@ fn clip_metrics(
     welch: &mut Option<WelchScratch>,
     stft: &mut FftScratch,
     acc: &mut ComplexitySums,
-    lanes: Option<&mut LaneComplexity>,
 ) -> Result<QualityMetrics> {
     // The closure must inline into the AVX2 copy for its loops to use it.
     let (st, m) = crate::fastmath::vectorized(
         #[inline(always)]
-        || clip_metrics_impl(x, p, known, plan, welch, stft, acc, lanes),
+        || clip_metrics_impl(x, p, known, plan, welch, stft, acc),
     );
     if !st.finite() {
         check_finite(x, &format!("audio buffer (item {item})"))?;
@@ -916,21 +786,16 @@ fn clip_metrics_impl(
     welch: &mut Option<WelchScratch>,
     stft: &mut FftScratch,
     acc: &mut ComplexitySums,
-    mut lanes: Option<&mut LaneComplexity>,
 ) -> (ClipStats, QualityMetrics) {
     let mut st = ClipStats::new(p.full_scale_threshold);
     let mut w = WelchPass::new(x, p.welch_nperseg, welch);
     let nb = p.n_fft / 2 + 1;
     acc.reset(nb);
-    if let Some(lc) = lanes.as_deref_mut() {
-        lc.reset();
-    }
     let mut cx = ComplexityPass {
         src: Source::plain(x),
         plan,
         fft: stft,
         acc,
-        lanes,
         n_frames: match plan.n_frames(x.len()) {
             Ok(t) if t >= 2 => t,
             _ => 0,
@@ -954,11 +819,7 @@ fn clip_metrics_impl(
     } else {
         flatness_of(w.finish(p.sr).into_iter(), p.amin)
     };
-    let (complexity, aci) = match (complexity, cx.lanes) {
-        (false, _) => (0.0, 0.0),
-        (true, Some(lc)) => lc.totals(),
-        (true, None) => cx.acc.totals(),
-    };
+    let (complexity, aci) = if complexity { acc.totals() } else { (0.0, 0.0) };
     let [rms, clipping_ratio, full_scale_ratio] = match known {
         Some(&k) => k,
         None => [
@@ -1025,8 +886,8 @@ pub fn quality_batch(
     quality_batch_with(items, p, None, n_threads, cancel)
 }
 
-/// [`quality_batch_with`], the complexity STFT through the frame-batched
-/// transform when `n_fft` allows (`lanes`) or frame by frame.
+/// [`quality_batch_with`], the Welch segments through the frame-batched
+/// transform when their length allows (`lanes`) or one or two at a time.
 fn quality_batch_impl(
     items: &[&[f32]],
     p: &QualityParams,
@@ -1049,7 +910,6 @@ fn quality_batch_impl(
     sp.hop_length = p.hop_length;
     sp.center = false;
     let plan = StftPlan::new(sp)?;
-    let lane_fft = if lanes { lane_plan(p.n_fft) } else { None };
     let rows = map_items(items.len(), n_threads, cancel, |i| {
         let mut welch = None;
         if !lanes {
@@ -1058,18 +918,9 @@ fn quality_batch_impl(
         }
         let mut stft = FftScratch::new(p.n_fft);
         let mut acc = ComplexitySums::default();
-        let mut lc = lane_fft.clone().map(LaneComplexity::new);
         let k = known.map(|k| &k[i]);
         Ok(clip_metrics(
-            items[i],
-            i,
-            p,
-            k,
-            &plan,
-            &mut welch,
-            &mut stft,
-            &mut acc,
-            lc.as_mut(),
+            items[i], i, p, k, &plan, &mut welch, &mut stft, &mut acc,
         ))
     })?;
     first_error(rows)
@@ -1461,9 +1312,9 @@ mod tests {
 
     #[test]
     fn lane_metrics_match_the_frame_by_frame_path() {
-        // Lengths with a partial last block of Welch segments and of STFT
-        // frames, one shorter than a segment (non-power-of-two Welch length:
-        // the old path), one just two frames long, and a clipped clip.
+        // Lengths with a partial last block of Welch segments, one shorter
+        // than a segment (a non-power-of-two Welch length: the old path),
+        // one just two STFT frames long, and a clipped clip.
         let mut clipped: Vec<f32> = noise(40000, 5).iter().map(|v| v * 4.0).collect();
         clipped.iter_mut().for_each(|v| *v = v.clamp(-1.0, 1.0));
         let clips: Vec<Vec<f32>> = vec![
