@@ -498,8 +498,9 @@ impl<'a> WelchPass<'a> {
     /// [`WelchPass::advance`] through the frame-batched transform:
     /// [`LANES`] segments per block (blocks start at multiples of [`LANES`],
     /// the last one may be shorter), each segment's power added to its
-    /// lane's sums.
-    #[inline(always)]
+    /// bin's sum. Kept out of line: the clip pass it is called from is
+    /// compiled for AVX2 and does not want this body inlined into it.
+    #[inline(never)]
     fn advance_lanes(&mut self, until: usize) {
         let (n, step) = (self.n, self.step);
         while self.k < self.n_seg {
@@ -518,10 +519,16 @@ impl<'a> WelchPass<'a> {
                 return;
             };
             let window = &s.window;
-            for (i, buf) in l.frames.chunks_exact_mut(n).take(cnt).enumerate() {
-                let at = (k0 + i) * step;
-                detrend_window(buf, &x[at..at + n], means[i], window);
-            }
+            let frames = &mut l.frames;
+            vectorized_wide(
+                #[inline(always)]
+                || {
+                    for (i, buf) in frames.chunks_exact_mut(n).take(cnt).enumerate() {
+                        let at = (k0 + i) * step;
+                        detrend_window(buf, &x[at..at + n], means[i], window);
+                    }
+                },
+            );
             let mut frames: [&[f32]; LANES] = [&[]; LANES];
             for (f, buf) in frames.iter_mut().zip(l.frames.chunks_exact(n)) {
                 *f = buf;
@@ -768,7 +775,12 @@ fn clip_metrics(
     // The closure must inline into the AVX2 copy for its loops to use it.
     let (st, m) = crate::fastmath::vectorized(
         #[inline(always)]
-        || clip_metrics_impl(x, p, known, plan, welch, stft, acc),
+        || match known {
+            // One copy per case, so the statistics' loop is not behind a
+            // branch in the block loop.
+            None => clip_metrics_impl::<false>(x, p, None, plan, welch, stft, acc),
+            Some(_) => clip_metrics_impl::<true>(x, p, known, plan, welch, stft, acc),
+        },
     );
     if !st.finite() {
         check_finite(x, &format!("audio buffer (item {item})"))?;
@@ -778,7 +790,7 @@ fn clip_metrics(
 
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn clip_metrics_impl(
+fn clip_metrics_impl<const KNOWN: bool>(
     x: &[f32],
     p: &QualityParams,
     known: Option<&KnownStats>,
@@ -806,7 +818,7 @@ fn clip_metrics_impl(
     };
     for (b, block) in x.chunks(BLOCK).enumerate() {
         let end = b * BLOCK + block.len();
-        if known.is_none() {
+        if !KNOWN {
             st.feed(block);
         }
         w.advance(end);
