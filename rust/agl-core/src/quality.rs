@@ -577,26 +577,54 @@ impl<'a> WelchPass<'a> {
 /// is moved into an integer at every step (exact, and one logarithm per
 /// call instead of one per value).
 pub fn flatness_of(p: impl Iterator<Item = f64>, amin: f64) -> f64 {
+    let (mut mant, mut exp, mut sum, mut n) = (1.0f64, 0i64, 0.0f64, 0usize);
+    for v in p {
+        flat_step(v, amin, &mut mant, &mut exp, &mut sum);
+        n += 1;
+    }
+    flat_finish(mant, exp, sum, n)
+}
+
+/// One value of [`flatness_of`]: floored, added to the sum and multiplied
+/// into the running product, whose binary exponent moves into `exp`.
+#[inline(always)]
+fn flat_step(v: f64, amin: f64, mant: &mut f64, exp: &mut i64, sum: &mut f64) {
     const EXP_MASK: u64 = 0x7ff << 52;
     const ONE_EXP: u64 = 1023 << 52;
-    let mut n = 0usize;
-    let mut mant = 1.0f64;
-    let mut exp: i64 = 0;
-    let mut sum = 0.0;
-    for v in p {
-        let v = if v.is_finite() { v.max(amin) } else { amin }.max(f64::MIN_POSITIVE);
-        sum += v;
-        n += 1;
-        mant *= v;
-        let bits = mant.to_bits();
-        exp += ((bits & EXP_MASK) >> 52) as i64 - 1023;
-        mant = f64::from_bits((bits & !EXP_MASK) | ONE_EXP);
-    }
+    let v = if v.is_finite() { v.max(amin) } else { amin }.max(f64::MIN_POSITIVE);
+    *sum += v;
+    let bits = (*mant * v).to_bits();
+    *exp += ((bits & EXP_MASK) >> 52) as i64 - 1023;
+    *mant = f64::from_bits((bits & !EXP_MASK) | ONE_EXP);
+}
+
+/// [`flatness_of`] from its running product, sum and count.
+fn flat_finish(mant: f64, exp: i64, sum: f64, n: usize) -> f64 {
     if n == 0 || sum <= 0.0 {
         return 1.0;
     }
     let log_mean = (exp as f64 * std::f64::consts::LN_2 + mant.ln()) / n as f64;
     log_mean.exp() / (sum / n as f64)
+}
+
+/// [`flatness_of`] of each of the [`LANES`] frames of a block (bin-major
+/// spectra, `|X|^2` through `mags`), all lanes advanced together bin by
+/// bin: the same operations per lane as [`flatness_of`], so the same value.
+#[inline(always)]
+fn lane_flatness(
+    re: &[crate::lanefft::V],
+    im: &[crate::lanefft::V],
+    amin: f64,
+    mags: impl Fn(f32) -> f64,
+) -> [f64; LANES] {
+    let (mut mant, mut exp, mut sum) = ([1.0f64; LANES], [0i64; LANES], [0.0f64; LANES]);
+    for (r, i) in re.iter().zip(im) {
+        for l in 0..LANES {
+            let v = mags(r.0[l] * r.0[l] + i.0[l] * i.0[l]);
+            flat_step(v, amin, &mut mant[l], &mut exp[l], &mut sum[l]);
+        }
+    }
+    std::array::from_fn(|l| flat_finish(mant[l], exp[l], sum[l], re.len()))
 }
 
 /// Complexity sums of a row-major `[n_bands, n_frames]` matrix: the
@@ -1066,12 +1094,13 @@ pub fn spectral_flatness_frames(
             || LaneStft::new(fft.clone()),
             |s, item, t0, n, vals| {
                 s.block(&plan, &Source::plain(items[item]), t0, n);
-                for l in 0..n {
-                    let m = s.re[..nf]
-                        .iter()
-                        .zip(&s.im[..nf])
-                        .map(|(r, i)| mags(r.0[l] * r.0[l] + i.0[l] * i.0[l]));
-                    vals[0].0[l] = flatness_of(m, amin) as f32;
+                let (re, im) = (&s.re[..nf], &s.im[..nf]);
+                let f = vectorized_wide(
+                    #[inline(always)]
+                    || lane_flatness(re, im, amin, mags),
+                );
+                for (v, f) in vals[0].0.iter_mut().zip(f).take(n) {
+                    *v = f as f32;
                 }
             },
         );
