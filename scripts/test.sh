@@ -140,6 +140,7 @@ if "$PY" -c "import pyproj" 2>/dev/null; then GEOD_GATE=1.5; else GEOD_GATE=105;
 # function curate's workers run (BatchProcessor on curate's batches of
 # eight files), one thread, process CPU time, best of two alternating
 # rounds, with its decode and decode + resample steps and one `curate` run
-# end to end with one worker process. Measured 4.69-5.71x; the gate sits at
-# about 75% of the lower figure.
+# end to end with one worker process. Measured 5.16x (batch 1,069x, librosa
+# 207x; 4.3-5.7x over earlier runs, librosa's speed moving most); the gate
+# sits at about 70%.
 "$PY" benches/bench_curate.py --hours 0.5 --channels mono --workers 1 --repeat 2 --gate 3.5

@@ -192,17 +192,23 @@ def test_load_arrays_equal_load_many_and_load(tmp_path: Path, mono: bool) -> Non
     paths = [good, bad, other]
     arrays, meta = agl_fast.load_arrays(paths, keys=["a", "b", "c"], mono=mono, n_threads=2)
     t = agl_fast.load_many(paths, keys=["a", "b", "c"], mono=mono, n_threads=2)
-    levels = ["peak", "rms", "clipped_fraction"]
+    levels = ["peak", "rms", "clipped_fraction", "peak_fraction"]
     assert meta.drop_columns(levels).equals(t.drop_columns(["samples"]))
     assert arrays[1] is None and meta.column("error_type")[1].as_py() == "AudioDecodeError"
-    assert [meta.column(c)[1].as_py() for c in levels] == [None] * 3
+    assert [meta.column(c)[1].as_py() for c in levels] == [None] * 4
     for i in (0, 2):
         a = arrays[i]
         assert a is not None and a.dtype == np.float32 and a.flags.c_contiguous
         assert a.shape == (meta.column("channels")[i].as_py(), meta.column("frames")[i].as_py())
         # The decoder's levels: over every sample of every channel.
         v = a.astype(np.float64).ravel()
-        want = [np.abs(v).max(), np.sqrt(np.mean(v**2)), np.mean(np.abs(a.ravel()) >= 0.999)]
+        peak = np.abs(v).max()
+        want = [
+            peak,
+            np.sqrt(np.mean(v**2)),
+            np.mean(np.abs(a.ravel()) >= 0.999),
+            np.mean(np.abs(v) == peak),
+        ]
         got = [meta.column(c)[i].as_py() for c in levels]
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
         row = np.asarray(t.column("samples")[i].as_py(), np.float32)

@@ -13,6 +13,8 @@ import pytest
 
 sf = pytest.importorskip("soundfile")
 
+import agl_fast  # noqa: E402
+import agl_fast.quality  # noqa: E402
 from agl_fast.cli import main  # noqa: E402
 from agl_fast.exceptions import ParameterError  # noqa: E402
 from agl_fast.localizability.benchmark import _filter_args  # noqa: E402
@@ -133,3 +135,39 @@ def test_quality_stage_runs_on_the_batch_threads(
     two = process_batch(table, BatchConfig(sr=SR, threads=2))
     assert seen == [1, 2]
     assert one.equals(two)
+
+
+@pytest.mark.parametrize("mono", [True, False])
+def test_quality_columns_equal_the_filter_on_the_decoded_audio(
+    tmp_path: Path, mono: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With mono output the quality stage takes rms, clipping_ratio and
+    # full_scale_ratio from the decoder's levels instead of scanning the
+    # clips again: every column must be what the filter gives on its own.
+    rng = np.random.default_rng(8)
+    clipped = np.clip(1.6 * rng.standard_normal((2 * SR, 2)), -1, 1).astype(np.float32)
+    clipped[5, 0] = 0.9995  # at or above 0.999 but below the peak
+    quiet = (0.01 * rng.standard_normal((SR + 123, 2))).astype(np.float32)
+    silent = np.zeros((SR, 2), np.float32)
+    paths = []
+    for name, y in (("clipped", clipped), ("quiet", quiet), ("silent", silent)):
+        paths.append(str(tmp_path / f"{name}.wav"))
+        sf.write(paths[-1], y, SR, subtype="FLOAT")
+    real = agl_fast.quality.quality_filter
+    reused: list[bool] = []
+
+    def spy(*args: object, **kw: object) -> pa.Table:
+        reused.append("clip_stats" in kw)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(agl_fast.quality, "quality_filter", spy)
+    out = process_batch(pa.table({"path": paths}), BatchConfig(sr=SR, mono=mono))
+    monkeypatch.undo()
+    assert reused == [mono]
+    arrays, _ = agl_fast.load_arrays(paths, sr=SR, mono=mono)
+    clips = [a.mean(axis=0, dtype=np.float32) if a.shape[0] > 1 else a[0] for a in arrays]
+    want = agl_fast.quality.quality_filter(clips, sr=SR)
+    assert out.column("clipping_ratio")[0].as_py() > 0.1
+    for name in (*agl_fast.quality.METRICS, "passed"):
+        got = out.column("quality_pass" if name == "passed" else name)
+        assert got.equals(want.column(name)), name

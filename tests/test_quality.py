@@ -220,3 +220,33 @@ def test_levels_match_numpy() -> None:
         quality.levels([np.array([0.1, np.nan], np.float32)])
     with pytest.raises(ParameterError):
         quality.levels(clips, threshold=0.0)
+
+
+def test_given_clip_stats_are_taken_as_measured() -> None:
+    rng = np.random.default_rng(3)
+    y = np.clip(1.5 * rng.standard_normal((2, 9000)), -1, 1).astype(np.float32)
+    full = quality.quality_metrics(y, 16000)
+    stats = np.column_stack([full["rms"], full["clipping_ratio"], full["full_scale_ratio"]])
+    given = quality.quality_metrics(y, 16000, clip_stats=stats)
+    for name in quality.METRICS:
+        np.testing.assert_array_equal(given[name], full[name])
+    # Only the spectra are computed from the clips: the statistics are as given.
+    odd = quality.quality_metrics(y, 16000, clip_stats=stats + 1.0)
+    np.testing.assert_array_equal(odd["rms"], full["rms"] + 1.0)
+    np.testing.assert_array_equal(odd["flatness"], full["flatness"])
+    with pytest.raises(ShapeError, match=r"clip_stats must have shape \(2, 3\)"):
+        quality.quality_metrics(y, 16000, clip_stats=stats[:1])
+
+
+@pytest.mark.parametrize("n_fft", [512, 400])
+def test_frame_flatness_is_the_same_for_any_thread_count(n_fft: int) -> None:
+    # Power-of-two n_fft runs sixteen frames per block of the frame-batched
+    # FFT (blocks start at multiples of sixteen within a clip, whatever the
+    # threads); other lengths one frame at a time.
+    rng = np.random.default_rng(12)
+    clips = np.asarray(0.1 * rng.standard_normal((5, 7777)), np.float32)
+    one = quality.spectral_flatness(clips, n_fft=n_fft, n_threads=1)
+    two = quality.spectral_flatness(clips, n_fft=n_fft, n_threads=2)
+    np.testing.assert_array_equal(one, two)
+    each = np.stack([quality.spectral_flatness(c, n_fft=n_fft, n_threads=1) for c in clips])
+    np.testing.assert_array_equal(one, each)

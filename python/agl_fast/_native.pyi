@@ -276,6 +276,7 @@ def quality_metrics(
     n_fft: int,
     hop_length: int,
     n_threads: int | None = None,
+    clip_stats: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]: ...
 def rms(
     signals: Any,

@@ -348,8 +348,9 @@ def load_arrays(
         One entry per path; ``None`` where the file failed.
     table : pyarrow.Table
         :func:`load_many`'s table without the ``samples`` column, plus
-        ``peak`` (max ``|x|``), ``rms`` and ``clipped_fraction`` (share of
-        samples with ``|x| >= 0.999``) of each file's output over all its
+        ``peak`` (max ``|x|``), ``rms``, ``clipped_fraction`` (share of
+        samples with ``|x| >= 0.999``) and ``peak_fraction`` (share of
+        samples with ``|x| == peak``) of each file's output over all its
         channels, taken in the decoder's finiteness pass (null for a failed
         file).
     """
@@ -373,7 +374,7 @@ def load_arrays(
     ]
     table = _meta_table(keys, str_paths, meta)
     lv, failed = meta["levels"], meta["failed"]
-    for k, name in enumerate(("peak", "rms", "clipped_fraction")):
+    for k, name in enumerate(("peak", "rms", "clipped_fraction", "peak_fraction")):
         table = table.append_column(name, pa.array(lv[:, k], pa.float64(), mask=failed))
     return arrays, table
 

@@ -125,6 +125,7 @@ def quality_metrics(
     hop_length: int = 256,
     n_threads: int | None = None,
     allow_copy: bool = True,
+    clip_stats: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Clip-level quality metrics of a batch (see the module docs).
 
@@ -146,13 +147,31 @@ def quality_metrics(
         Worker threads.
     allow_copy : bool
         Allow copying a non-float32 or non-contiguous input.
+    clip_stats : np.ndarray [shape=(batch, 3), dtype=float64] or None
+        ``rms``, ``clipping_ratio`` and ``full_scale_ratio`` of each clip
+        measured already (at ``full_scale_threshold``), e.g. the decoder's
+        levels of a mono file (:func:`agl_fast.load_arrays`: ``rms``,
+        ``peak_fraction``, ``clipped_fraction`` at 0.999). They are returned
+        as given and the clips are read only for their spectra, so the
+        caller vouches that the clips are finite.
 
     Returns
     -------
     dict of str to np.ndarray [shape=(batch,), dtype=float64]
         One entry per name in :data:`METRICS`.
+
+    Raises
+    ------
+    ShapeError
+        ``clip_stats`` is not ``(batch, 3)``.
     """
     prep = prepare_mono(y, allow_copy=allow_copy)
+    if clip_stats is not None:
+        clip_stats = np.ascontiguousarray(clip_stats, dtype=np.float64)
+        if clip_stats.shape != (prep.n_items, 3):
+            raise ShapeError(
+                f"clip_stats must have shape ({prep.n_items}, 3), got {clip_stats.shape}"
+            )
     m = _native.quality_metrics(
         prep.native,
         real("sr", sr),
@@ -162,6 +181,7 @@ def quality_metrics(
         n_fft=n_fft,
         hop_length=hop_length,
         n_threads=resolve_threads(n_threads),
+        clip_stats=clip_stats,
     )
     return {name: m[:, k].copy() for k, name in enumerate(METRICS)}
 
@@ -207,7 +227,7 @@ def quality_filter(
         Worker threads.
     **metric_kwargs
         ``welch_nperseg``, ``amin``, ``full_scale_threshold``, ``n_fft``,
-        ``hop_length`` of :func:`quality_metrics`.
+        ``hop_length``, ``clip_stats`` of :func:`quality_metrics`.
 
     Returns
     -------
@@ -221,7 +241,7 @@ def quality_filter(
     """
     import pyarrow as pa
 
-    allowed = {"welch_nperseg", "amin", "full_scale_threshold", "n_fft", "hop_length"}
+    allowed = {"welch_nperseg", "amin", "full_scale_threshold", "n_fft", "hop_length", "clip_stats"}
     unknown = set(metric_kwargs) - allowed
     if unknown:
         raise ParameterError(f"unknown argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}")

@@ -71,7 +71,7 @@ BASE_COLUMNS = (
 )
 
 #: The decoder's level columns, handed to the ``levels`` stage.
-_LEVELS = ("peak", "rms", "clipped_fraction")
+_LEVELS = ("peak", "rms", "clipped_fraction", "peak_fraction")
 
 #: ``error_type`` of a row whose file ran out of memory (a ``MemoryError``
 #: in the worker, or a worker killed under ``memory_limit``).

@@ -65,10 +65,13 @@ class Clips:
     batch_id : int
         Index of the batch within its run (0 when the batch function runs
         on its own; stages must not depend on it).
-    levels : np.ndarray [shape=(len(keys), 3), dtype=float64] or None
-        Peak ``|x|``, RMS and share of samples at or above
-        :data:`CLIP_LEVEL` of each clip, when the decoder already measured
-        them (the ``levels`` stage then reads them instead of another pass).
+    levels : np.ndarray [shape=(len(keys), 4), dtype=float64] or None
+        Peak ``|x|``, RMS, share of samples at or above :data:`CLIP_LEVEL`
+        and share of samples at the peak of each clip (all channels), when
+        the decoder already measured them: the ``levels`` stage then reads
+        them instead of another pass, and the ``quality`` stage takes its
+        ``rms``, ``clipping_ratio`` and ``full_scale_ratio`` from them for
+        mono clips (the same values, bit for bit).
     """
 
     keys: list[str]
@@ -177,7 +180,19 @@ def quality_stage(
     def run(clips: Clips) -> Columns:
         # The AGL1K filters are defined on mono audio: the channel mean.
         mono = [_downmix(y) for y in clips.audio]
-        table = quality.quality_filter(mono, sr=clips.sr, n_threads=n_threads, **limits)
+        extra: dict[str, Any] = {}
+        if (
+            clips.levels is not None
+            and clips.levels.shape[1] >= 4
+            and "full_scale_threshold" not in limits
+            and all(y.ndim == 1 or y.shape[0] == 1 for y in clips.audio)
+        ):
+            # One channel: the decoder's levels are the filters' sample
+            # statistics at CLIP_LEVEL (rms, share at the peak, share at or
+            # above full scale), so the clips are not scanned for them again.
+            extra["clip_stats"] = clips.levels[:, [1, 3, 2]]
+            extra["full_scale_threshold"] = CLIP_LEVEL
+        table = quality.quality_filter(mono, sr=clips.sr, n_threads=n_threads, **limits, **extra)
         rename = {"pass": "quality_pass", "passed": "quality_pass"}
         return {rename.get(n, n): table.column(n) for n in table.column_names}
 

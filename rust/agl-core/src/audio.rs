@@ -274,9 +274,10 @@ pub struct Decoded {
     /// to samples beyond [`CORRUPT_LEVEL`] (damaged data).
     pub corrupt_frames: u64,
     /// `[peak |x|, RMS, share of samples at or above
-    /// [`crate::quality::CLIP_LEVEL`]]` of the output, all channels, taken in
-    /// the pass that checks the output is finite.
-    pub levels: [f64; 3],
+    /// [`crate::quality::CLIP_LEVEL`], share of samples at the peak]` of the
+    /// output, all channels, taken in the pass that checks the output is
+    /// finite (see [`crate::quality::clip_levels`]).
+    pub levels: [f64; 4],
 }
 
 impl Decoded {
@@ -824,7 +825,7 @@ fn decode_symphonia(
         source_frames: cp.n_frames.map(|n| n.saturating_sub(skip)),
         truncated,
         corrupt_frames: conceal.count,
-        levels: [0.0; 3],
+        levels: [0.0; 4],
     })
 }
 

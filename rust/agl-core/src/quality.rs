@@ -24,12 +24,18 @@
 //! In both complexity sums a band whose energy is zero over the whole clip
 //! contributes 0 (scikit-maad gives NaN there).
 
-use crate::batch::{map_items, run_framewise, FrameOutput, Layout};
+use crate::batch::{map_items, run_blockwise, run_framewise, FrameOutput, Layout};
 use crate::error::{check_finite, AglError, Result};
+use crate::fastmath::vectorized_wide;
+use crate::lanefft::{flat, LaneFft, LANES};
 use crate::parallel::Cancel;
-use crate::stft::{reflect_index, FftScratch, PadMode, Source, StereoFft, StftParams, StftPlan};
+use crate::stft::{
+    lane_plan, reflect_index, FftScratch, LaneStft, PadMode, Source, StereoFft, StftParams,
+    StftPlan,
+};
 use crate::window::Window;
 use num_complex::Complex32;
+use std::sync::Arc;
 
 /// Clip-level quality metrics (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -221,12 +227,16 @@ fn clip_stats(x: &[f32], threshold: f32) -> ClipStats {
 /// about 0.01 dB), the curation pipeline's threshold.
 pub const CLIP_LEVEL: f32 = 0.999;
 
-/// `[peak |x|, RMS, share of samples with |x| >= threshold]` over all
-/// `parts` of a clip (its channels) in one pass; zeros for an empty clip;
-/// `None` when a sample is NaN or infinite. The values equal
-/// [`levels_batch`]'s for the parts laid end to end (up to the order of the
-/// f64 sum of squares).
-pub fn clip_levels(parts: &[&[f32]], threshold: f32) -> Option<[f64; 3]> {
+/// `[peak |x|, RMS, share of samples with |x| >= threshold, share of
+/// samples whose |x| equals the peak]` over all `parts` of a clip (its
+/// channels) in one pass; zeros for an empty clip; `None` when a sample is
+/// NaN or infinite. The first three equal [`levels_batch`]'s for the parts
+/// laid end to end (up to the order of the f64 sum of squares). For one part
+/// the RMS, the share at the peak and the share at or above `threshold` are
+/// bit for bit the `rms`, `clipping_ratio` and `full_scale_ratio` (at
+/// `full_scale_threshold = threshold`) of [`quality_batch`], which can take
+/// them as [`KnownStats`] instead of measuring them again.
+pub fn clip_levels(parts: &[&[f32]], threshold: f32) -> Option<[f64; 4]> {
     let n: usize = parts.iter().map(|p| p.len()).sum();
     let st = crate::fastmath::vectorized(
         #[inline(always)]
@@ -242,13 +252,14 @@ pub fn clip_levels(parts: &[&[f32]], threshold: f32) -> Option<[f64; 3]> {
         return None;
     }
     if n == 0 {
-        return Some([0.0; 3]);
+        return Some([0.0; 4]);
     }
     let nf = n as f64;
     Some([
         st.peak() as f64,
         (st.sum_squares() / nf).sqrt(),
         st.full() as f64 / nf,
+        st.at_peak() as f64 / nf,
     ])
 }
 
@@ -268,6 +279,48 @@ pub struct WelchScratch {
     wss: f64,
     pair: StereoFft,
     single: FftScratch,
+    /// The frame-batched transform, for power-of-two segment lengths.
+    lanes: Option<WelchLanes>,
+}
+
+/// [`LANES`] segments at a time through [`LaneFft`]: their detrended,
+/// windowed samples, bin-major spectra and the power sums of each bin.
+struct WelchLanes {
+    fft: Arc<LaneFft>,
+    frames: Vec<f32>,
+    re: Vec<crate::lanefft::V>,
+    im: Vec<crate::lanefft::V>,
+    acc: Vec<f64>,
+}
+
+impl WelchLanes {
+    fn new(fft: Arc<LaneFft>) -> Self {
+        let (re, im) = fft.make_buffers();
+        WelchLanes {
+            frames: vec![0.0; LANES * fft.len()],
+            acc: vec![0.0; fft.n_bins()],
+            fft,
+            re,
+            im,
+        }
+    }
+}
+
+/// `acc[k] += sum_l re[k, l]^2 + im[k, l]^2` over the [`LANES`] lanes of
+/// each bin (squares in f32, their sum in f64).
+#[inline(always)]
+fn add_lane_power(re: &[f32], im: &[f32], acc: &mut [f64]) {
+    for ((a, r), i) in acc
+        .iter_mut()
+        .zip(re.chunks_exact(LANES))
+        .zip(im.chunks_exact(LANES))
+    {
+        let mut v = [0.0f64; LANES];
+        for ((v, &r), &i) in v.iter_mut().zip(r).zip(i) {
+            *v = (r * r + i * i) as f64;
+        }
+        *a += v.iter().sum::<f64>();
+    }
 }
 
 impl WelchScratch {
@@ -283,7 +336,14 @@ impl WelchScratch {
             wss: w.iter().map(|v| v * v).sum(),
             pair: StereoFft::new(n),
             single: FftScratch::new(n),
+            lanes: lane_plan(n).map(WelchLanes::new),
         }
+    }
+
+    /// The same scratch transforming one segment (or two) at a time.
+    fn without_lanes(mut self) -> Self {
+        self.lanes = None;
+        self
     }
 }
 
@@ -341,6 +401,9 @@ impl<'a> WelchPass<'a> {
             *scratch = None;
         }
         let s = scratch.get_or_insert_with(|| WelchScratch::new(n));
+        if let Some(l) = s.lanes.as_mut() {
+            l.acc.fill(0.0);
+        }
         let step = (n - n / 2).max(1);
         let n_seg = if x.len() >= n {
             (x.len() - n) / step + 1
@@ -388,6 +451,10 @@ impl<'a> WelchPass<'a> {
     /// Take every remaining segment that ends at or before sample `until`.
     #[inline(always)]
     fn advance(&mut self, until: usize) {
+        if self.s.lanes.is_some() {
+            self.advance_lanes(until);
+            return;
+        }
         let (n, step) = (self.n, self.step);
         while self.k < self.n_seg {
             let k = self.k;
@@ -428,10 +495,62 @@ impl<'a> WelchPass<'a> {
         }
     }
 
+    /// [`WelchPass::advance`] through the frame-batched transform:
+    /// [`LANES`] segments per block (blocks start at multiples of [`LANES`],
+    /// the last one may be shorter), each segment's power added to its
+    /// bin's sum. Kept out of line: the clip pass it is called from is
+    /// compiled for AVX2 and does not want this body inlined into it.
+    #[inline(never)]
+    fn advance_lanes(&mut self, until: usize) {
+        let (n, step) = (self.n, self.step);
+        while self.k < self.n_seg {
+            let k0 = self.k;
+            let cnt = (self.n_seg - k0).min(LANES);
+            if (k0 + cnt - 1) * step + n > until {
+                return;
+            }
+            let mut means = [0.0f32; LANES];
+            for (i, m) in means.iter_mut().enumerate().take(cnt) {
+                *m = self.mean(k0 + i);
+            }
+            let x = self.x;
+            let s = &mut *self.s;
+            let Some(l) = s.lanes.as_mut() else {
+                return;
+            };
+            let window = &s.window;
+            let frames = &mut l.frames;
+            vectorized_wide(
+                #[inline(always)]
+                || {
+                    for (i, buf) in frames.chunks_exact_mut(n).take(cnt).enumerate() {
+                        let at = (k0 + i) * step;
+                        detrend_window(buf, &x[at..at + n], means[i], window);
+                    }
+                },
+            );
+            let mut frames: [&[f32]; LANES] = [&[]; LANES];
+            for (f, buf) in frames.iter_mut().zip(l.frames.chunks_exact(n)) {
+                *f = buf;
+            }
+            l.fft.forward(&frames[..cnt], &mut l.re, &mut l.im);
+            // Lanes past `cnt` transform zeros: they add exact zeros.
+            let (re, im, acc) = (flat(&l.re), flat(&l.im), &mut l.acc);
+            vectorized_wide(
+                #[inline(always)]
+                || add_lane_power(re, im, acc),
+            );
+            self.k += cnt;
+        }
+    }
+
     /// The density from the segments taken.
     #[inline(always)]
     fn finish(self, sr: f64) -> Vec<f64> {
         let (n, n_seg, mut acc) = (self.n, self.k, self.acc);
+        if let Some(l) = &self.s.lanes {
+            acc.copy_from_slice(&l.acc);
+        }
         let scale = if self.s.wss > 0.0 && n_seg > 0 {
             1.0 / (sr * self.s.wss * n_seg as f64)
         } else {
@@ -458,26 +577,54 @@ impl<'a> WelchPass<'a> {
 /// is moved into an integer at every step (exact, and one logarithm per
 /// call instead of one per value).
 pub fn flatness_of(p: impl Iterator<Item = f64>, amin: f64) -> f64 {
+    let (mut mant, mut exp, mut sum, mut n) = (1.0f64, 0i64, 0.0f64, 0usize);
+    for v in p {
+        flat_step(v, amin, &mut mant, &mut exp, &mut sum);
+        n += 1;
+    }
+    flat_finish(mant, exp, sum, n)
+}
+
+/// One value of [`flatness_of`]: floored, added to the sum and multiplied
+/// into the running product, whose binary exponent moves into `exp`.
+#[inline(always)]
+fn flat_step(v: f64, amin: f64, mant: &mut f64, exp: &mut i64, sum: &mut f64) {
     const EXP_MASK: u64 = 0x7ff << 52;
     const ONE_EXP: u64 = 1023 << 52;
-    let mut n = 0usize;
-    let mut mant = 1.0f64;
-    let mut exp: i64 = 0;
-    let mut sum = 0.0;
-    for v in p {
-        let v = if v.is_finite() { v.max(amin) } else { amin }.max(f64::MIN_POSITIVE);
-        sum += v;
-        n += 1;
-        mant *= v;
-        let bits = mant.to_bits();
-        exp += ((bits & EXP_MASK) >> 52) as i64 - 1023;
-        mant = f64::from_bits((bits & !EXP_MASK) | ONE_EXP);
-    }
+    let v = if v.is_finite() { v.max(amin) } else { amin }.max(f64::MIN_POSITIVE);
+    *sum += v;
+    let bits = (*mant * v).to_bits();
+    *exp += ((bits & EXP_MASK) >> 52) as i64 - 1023;
+    *mant = f64::from_bits((bits & !EXP_MASK) | ONE_EXP);
+}
+
+/// [`flatness_of`] from its running product, sum and count.
+fn flat_finish(mant: f64, exp: i64, sum: f64, n: usize) -> f64 {
     if n == 0 || sum <= 0.0 {
         return 1.0;
     }
     let log_mean = (exp as f64 * std::f64::consts::LN_2 + mant.ln()) / n as f64;
     log_mean.exp() / (sum / n as f64)
+}
+
+/// [`flatness_of`] of each of the [`LANES`] frames of a block (bin-major
+/// spectra, `|X|^2` through `mags`), all lanes advanced together bin by
+/// bin: the same operations per lane as [`flatness_of`], so the same value.
+#[inline(always)]
+fn lane_flatness(
+    re: &[crate::lanefft::V],
+    im: &[crate::lanefft::V],
+    amin: f64,
+    mags: impl Fn(f32) -> f64,
+) -> [f64; LANES] {
+    let (mut mant, mut exp, mut sum) = ([1.0f64; LANES], [0i64; LANES], [0.0f64; LANES]);
+    for (r, i) in re.iter().zip(im) {
+        for l in 0..LANES {
+            let v = mags(r.0[l] * r.0[l] + i.0[l] * i.0[l]);
+            flat_step(v, amin, &mut mant[l], &mut exp[l], &mut sum[l]);
+        }
+    }
+    std::array::from_fn(|l| flat_finish(mant[l], exp[l], sum[l], re.len()))
 }
 
 /// Complexity sums of a row-major `[n_bands, n_frames]` matrix: the
@@ -605,6 +752,11 @@ const BLOCK: usize = 1 << 14;
 /// gets its own real FFT: both metrics sum frame-to-frame differences, and
 /// frames paired into one complex FFT would carry different round-off (a
 /// constant clip would no longer score 0, as librosa + scikit-maad give).
+/// The frame-batched transform ([`LaneStft`]) is not used here: at
+/// `n_fft = 512` it is only a few percent faster than one real FFT per
+/// frame, and its bin-major spectra make the frame-to-frame sums walk about
+/// 100 KB per block of frames instead of a few KB per frame, which cost
+/// more than the transform saves.
 struct ComplexityPass<'a> {
     src: Source<'a>,
     plan: &'a StftPlan,
@@ -628,12 +780,21 @@ impl ComplexityPass<'_> {
     }
 }
 
+/// Sample statistics of a clip measured already (by the decoder's levels
+/// pass, [`clip_levels`]): `rms`, `clipping_ratio`, `full_scale_ratio`.
+/// [`quality_batch_with`] then takes them as they are and reads the clip
+/// only for its spectra; the caller vouches that the clip is finite.
+pub type KnownStats = [f64; 3];
+
 /// Clip-level metrics of one clip, with per-worker FFT scratch; a NaN or an
-/// infinity in the clip is a [`AglError::NonFinite`] naming `item`.
+/// infinity in the clip is a [`AglError::NonFinite`] naming `item` (unless
+/// its statistics are `known`).
+#[allow(clippy::too_many_arguments)]
 fn clip_metrics(
     x: &[f32],
     item: usize,
     p: &QualityParams,
+    known: Option<&KnownStats>,
     plan: &StftPlan,
     welch: &mut Option<WelchScratch>,
     stft: &mut FftScratch,
@@ -642,7 +803,12 @@ fn clip_metrics(
     // The closure must inline into the AVX2 copy for its loops to use it.
     let (st, m) = crate::fastmath::vectorized(
         #[inline(always)]
-        || clip_metrics_impl(x, p, plan, welch, stft, acc),
+        || match known {
+            // One copy per case, so the statistics' loop is not behind a
+            // branch in the block loop.
+            None => clip_metrics_impl::<false>(x, p, None, plan, welch, stft, acc),
+            Some(_) => clip_metrics_impl::<true>(x, p, known, plan, welch, stft, acc),
+        },
     );
     if !st.finite() {
         check_finite(x, &format!("audio buffer (item {item})"))?;
@@ -650,10 +816,12 @@ fn clip_metrics(
     Ok(m)
 }
 
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn clip_metrics_impl(
+fn clip_metrics_impl<const KNOWN: bool>(
     x: &[f32],
     p: &QualityParams,
+    known: Option<&KnownStats>,
     plan: &StftPlan,
     welch: &mut Option<WelchScratch>,
     stft: &mut FftScratch,
@@ -678,7 +846,9 @@ fn clip_metrics_impl(
     };
     for (b, block) in x.chunks(BLOCK).enumerate() {
         let end = b * BLOCK + block.len();
-        st.feed(block);
+        if !KNOWN {
+            st.feed(block);
+        }
         w.advance(end);
         cx.advance(end);
     }
@@ -690,11 +860,19 @@ fn clip_metrics_impl(
         flatness_of(w.finish(p.sr).into_iter(), p.amin)
     };
     let (complexity, aci) = if complexity { acc.totals() } else { (0.0, 0.0) };
+    let [rms, clipping_ratio, full_scale_ratio] = match known {
+        Some(&k) => k,
+        None => [
+            (st.sum_squares() / n).sqrt(),
+            st.at_peak() as f64 / n,
+            st.full() as f64 / n,
+        ],
+    };
     let m = QualityMetrics {
-        rms: (st.sum_squares() / n).sqrt(),
+        rms,
         flatness,
-        clipping_ratio: st.at_peak() as f64 / n,
-        full_scale_ratio: st.full() as f64 / n,
+        clipping_ratio,
+        full_scale_ratio,
         complexity,
         aci,
     };
@@ -745,20 +923,60 @@ pub fn quality_batch(
     n_threads: Option<usize>,
     cancel: &Cancel,
 ) -> Result<Vec<QualityMetrics>> {
+    quality_batch_with(items, p, None, n_threads, cancel)
+}
+
+/// [`quality_batch_with`], the Welch segments through the frame-batched
+/// transform when their length allows (`lanes`) or one or two at a time.
+fn quality_batch_impl(
+    items: &[&[f32]],
+    p: &QualityParams,
+    known: Option<&[KnownStats]>,
+    lanes: bool,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<Vec<QualityMetrics>> {
     p.validate()?;
+    if let Some(k) = known {
+        if k.len() != items.len() {
+            return Err(AglError::Shape(format!(
+                "clip_stats has {} rows for {} clips",
+                k.len(),
+                items.len()
+            )));
+        }
+    }
     let mut sp = StftParams::new(p.n_fft);
     sp.hop_length = p.hop_length;
     sp.center = false;
     let plan = StftPlan::new(sp)?;
     let rows = map_items(items.len(), n_threads, cancel, |i| {
         let mut welch = None;
+        if !lanes {
+            let n = p.welch_nperseg.min(items[i].len()).max(1);
+            welch = Some(WelchScratch::new(n).without_lanes());
+        }
         let mut stft = FftScratch::new(p.n_fft);
         let mut acc = ComplexitySums::default();
+        let k = known.map(|k| &k[i]);
         Ok(clip_metrics(
-            items[i], i, p, &plan, &mut welch, &mut stft, &mut acc,
+            items[i], i, p, k, &plan, &mut welch, &mut stft, &mut acc,
         ))
     })?;
     first_error(rows)
+}
+
+/// [`quality_batch`] with the sample statistics of every clip measured
+/// already (`known[i]` for `items[i]`, see [`KnownStats`]): the clips are
+/// read only for their spectra.
+pub fn quality_batch_with(
+    items: &[&[f32]],
+    p: &QualityParams,
+    known: Option<&[KnownStats]>,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<Vec<QualityMetrics>> {
+    quality_batch_impl(items, p, known, true, n_threads, cancel)
 }
 
 /// Sum of squares with eight float32 lanes (vectorised), added in f64.
@@ -858,6 +1076,35 @@ pub fn spectral_flatness_frames(
         .collect::<Result<Vec<_>>>()?;
     let nf = params.n_freqs();
     let amin = amin as f64;
+    let mags = move |m2: f32| {
+        let m2 = m2 as f64;
+        if power == 2.0 {
+            m2
+        } else {
+            m2.powf(power as f64 / 2.0)
+        }
+    };
+    if let Some(fft) = lane_plan(params.n_fft) {
+        return run_blockwise(
+            &n_frames,
+            Layout::WidthTime { width: 1 },
+            extent,
+            n_threads,
+            cancel,
+            || LaneStft::new(fft.clone()),
+            |s, item, t0, n, vals| {
+                s.block(&plan, &Source::plain(items[item]), t0, n);
+                let (re, im) = (&s.re[..nf], &s.im[..nf]);
+                let f = vectorized_wide(
+                    #[inline(always)]
+                    || lane_flatness(re, im, amin, mags),
+                );
+                for (v, f) in vals[0].0.iter_mut().zip(f).take(n) {
+                    *v = f as f32;
+                }
+            },
+        );
+    }
     run_framewise(
         &n_frames,
         Layout::WidthTime { width: 1 },
@@ -867,15 +1114,8 @@ pub fn spectral_flatness_frames(
         || FftScratch::new(params.n_fft),
         |s, item, t, row| {
             plan.transform_frame(&Source::plain(items[item]), t, s);
-            let mags = s.spectrum[..nf].iter().map(|c| {
-                let m2 = c.norm_sqr() as f64;
-                if power == 2.0 {
-                    m2
-                } else {
-                    m2.powf(power as f64 / 2.0)
-                }
-            });
-            row[0] = flatness_of(mags, amin) as f32;
+            let m = s.spectrum[..nf].iter().map(|c| mags(c.norm_sqr()));
+            row[0] = flatness_of(m, amin) as f32;
         },
     )
 }
@@ -989,7 +1229,8 @@ mod tests {
         assert_eq!((parts[0], parts[2]), (whole[0], whole[2]));
         assert!((parts[1] - whole[1]).abs() <= 1e-14 * whole[1]);
         assert_eq!(parts[2], 2.0 / 1778.0);
-        assert_eq!(clip_levels(&[&[], &[]], CLIP_LEVEL), Some([0.0; 3]));
+        assert_eq!(parts[3], 2.0 / 1778.0);
+        assert_eq!(clip_levels(&[&[], &[]], CLIP_LEVEL), Some([0.0; 4]));
         b[100] = f32::NAN;
         assert_eq!(clip_levels(&[&a, &b], CLIP_LEVEL), None);
     }
@@ -1004,6 +1245,35 @@ mod tests {
         assert_eq!(m.flatness, flatness_of(psd.into_iter(), p.amin));
         let (cr, fs) = clipping_ratios(&x, p.full_scale_threshold);
         assert_eq!((m.clipping_ratio, m.full_scale_ratio), (cr, fs));
+    }
+
+    #[test]
+    fn decoder_levels_are_the_quality_statistics_to_the_bit() {
+        // One channel: the levels pass's RMS, share at the peak and share at
+        // or above the threshold are the quality pass's own values, so a
+        // clip measured by the decoder need not be scanned again.
+        let p = QualityParams::new(32000.0);
+        let mut x: Vec<f32> = noise(2 * BLOCK + 333, 11).iter().map(|v| v * 0.9).collect();
+        x[17] = 1.0;
+        x[BLOCK + 5] = -1.0;
+        x[40] = 0.9995;
+        let silent = vec![0.0f32; 3000];
+        let items: Vec<&[f32]> = vec![&x, &silent, &[], &x[..700]];
+        let known: Vec<KnownStats> = items
+            .iter()
+            .map(|c| {
+                let l = clip_levels(&[c], p.full_scale_threshold).unwrap();
+                [l[1], l[3], l[2]]
+            })
+            .collect();
+        let full = quality_batch(&items, &p, Some(1), never()).unwrap();
+        let reused = quality_batch_with(&items, &p, Some(&known), Some(2), never()).unwrap();
+        assert_eq!(full, reused);
+        assert_eq!(full[0].clipping_ratio, 2.0 / x.len() as f64);
+        assert!(matches!(
+            quality_batch_with(&items, &p, Some(&known[..1]), Some(1), never()),
+            Err(AglError::Shape(_))
+        ));
     }
 
     #[test]
@@ -1027,6 +1297,120 @@ mod tests {
                     other => panic!("expected NonFinite, got {other:?}"),
                 }
             }
+        }
+    }
+
+    /// Welch PSD from a direct f64 DFT of each detrended, windowed segment.
+    fn naive_welch(x: &[f32], sr: f64, n: usize) -> Vec<f64> {
+        let w: Vec<f64> = (0..n)
+            .map(|i| 0.5 - 0.5 * (2.0 * std::f64::consts::PI * i as f64 / n as f64).cos())
+            .collect();
+        let wss: f64 = w.iter().map(|v| v * v).sum();
+        let step = n - n / 2;
+        let n_seg = (x.len() - n) / step + 1;
+        let mut acc = vec![0.0; n / 2 + 1];
+        for k in 0..n_seg {
+            let seg = &x[k * step..k * step + n];
+            let mean = seg.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+            for (f, a) in acc.iter_mut().enumerate() {
+                let (mut re, mut im) = (0.0, 0.0);
+                for (j, &v) in seg.iter().enumerate() {
+                    let ph = -2.0 * std::f64::consts::PI * (f * j) as f64 / n as f64;
+                    let y = (v as f64 - mean) * w[j];
+                    re += y * ph.cos();
+                    im += y * ph.sin();
+                }
+                *a += re * re + im * im;
+            }
+        }
+        let scale = 1.0 / (sr * wss * n_seg as f64);
+        acc.iter()
+            .enumerate()
+            .map(|(f, a)| a * scale * if f == 0 || f == n / 2 { 1.0 } else { 2.0 })
+            .collect()
+    }
+
+    #[test]
+    fn lane_welch_matches_a_direct_dft() {
+        // 64-sample segments: one full block of 16 segments and a partial
+        // one (37 segments), lanes from the frame-batched transform.
+        let x = noise(32 * 37 + 32, 21);
+        let mut scratch = None;
+        let psd = welch_psd(&x, 8000.0, 64, &mut scratch);
+        assert!(scratch.as_ref().is_some_and(|s| s.lanes.is_some()));
+        let want = naive_welch(&x, 8000.0, 64);
+        let top = want.iter().fold(0f64, |m, &v| m.max(v));
+        for (f, (g, w)) in psd.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 2e-6 * top, "bin {f}: {g} vs {w}");
+        }
+        // The one-segment-at-a-time path: the same density within round-off.
+        let mut scalar = Some(WelchScratch::new(64).without_lanes());
+        let old = welch_psd(&x, 8000.0, 64, &mut scalar);
+        for (g, w) in psd.iter().zip(&old) {
+            assert!((g - w).abs() <= 2e-6 * top);
+        }
+    }
+
+    #[test]
+    fn lane_metrics_match_the_frame_by_frame_path() {
+        // Lengths with a partial last block of Welch segments, one shorter
+        // than a segment (a non-power-of-two Welch length: the old path),
+        // one just two STFT frames long, and a clipped clip.
+        let mut clipped: Vec<f32> = noise(40000, 5).iter().map(|v| v * 4.0).collect();
+        clipped.iter_mut().for_each(|v| *v = v.clamp(-1.0, 1.0));
+        let clips: Vec<Vec<f32>> = vec![
+            noise(3 * BLOCK + 777, 1),
+            noise(900, 2),
+            noise(768, 3),
+            noise(16 * 256 + 256, 4),
+            clipped,
+        ];
+        let items: Vec<&[f32]> = clips.iter().map(|c| c.as_slice()).collect();
+        let p = QualityParams::new(32000.0);
+        let lanes = quality_batch(&items, &p, Some(1), never()).unwrap();
+        let old = quality_batch_impl(&items, &p, None, false, Some(1), never()).unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * a.abs().max(b.abs());
+        for (i, (a, b)) in lanes.iter().zip(&old).enumerate() {
+            assert_eq!(
+                (a.rms, a.clipping_ratio, a.full_scale_ratio),
+                (b.rms, b.clipping_ratio, b.full_scale_ratio)
+            );
+            assert!(close(a.flatness, b.flatness), "{i}: {a:?} vs {b:?}");
+            assert!(close(a.complexity, b.complexity), "{i}: {a:?} vs {b:?}");
+            assert!(close(a.aci, b.aci), "{i}: {a:?} vs {b:?}");
+            assert!(a.complexity > 0.0 && a.aci > 0.0, "{i}");
+        }
+        // Identical whatever the thread count.
+        assert_eq!(quality_batch(&items, &p, Some(2), never()).unwrap(), lanes);
+    }
+
+    #[test]
+    fn lane_flatness_frames_match_a_direct_dft() {
+        let x = noise(5000, 13);
+        let mut sp = StftParams::new(256);
+        sp.hop_length = 100;
+        let out = spectral_flatness_frames(&[&x], &sp, 1e-10, 2.0, None, Some(1), never()).unwrap();
+        let plan = StftPlan::new(sp.clone()).unwrap();
+        let n_frames = out.n_frames[0];
+        assert_eq!(n_frames, plan.n_frames(x.len()).unwrap());
+        let mut frame = vec![0.0f32; 256];
+        for t in 0..n_frames {
+            plan.window_frame(&Source::plain(&x), t, &mut frame);
+            let power = (0..=128).map(|f| {
+                let (mut re, mut im) = (0.0f64, 0.0f64);
+                for (j, &v) in frame.iter().enumerate() {
+                    let ph = -2.0 * std::f64::consts::PI * (f * j) as f64 / 256.0;
+                    re += v as f64 * ph.cos();
+                    im += v as f64 * ph.sin();
+                }
+                re * re + im * im
+            });
+            let want = flatness_of(power, 1e-10);
+            let got = out.data[out.offsets[0] + t] as f64;
+            assert!(
+                (got - want).abs() <= 1e-5 * want,
+                "frame {t}: {got} vs {want}"
+            );
         }
     }
 

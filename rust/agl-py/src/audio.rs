@@ -152,8 +152,8 @@ type Many<'py> = (
 /// Decode many files (paths or `bytes`, with optional per-file format
 /// hints) in parallel. Returns `(data, channels, frames, sr, source_sr,
 /// source_channels, truncated, error_kind, error_message, levels,
-/// corrupt_frames)` (`levels[i]`: peak, RMS and clipped share of file `i`'s
-/// output, zeros for a failed file):
+/// corrupt_frames)` (`levels[i]`: peak, RMS, clipped share and share at the
+/// peak of file `i`'s output, zeros for a failed file):
 /// with `join`, `data` holds every file's channels one after another
 /// (planar) in one array; without, it is a list with one planar array per
 /// file (`None` for a failed one; a mono file's array is the decoder's own
@@ -203,7 +203,7 @@ pub fn load_many<'py>(
     let (mut srs, mut src_srs, mut src_chs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut trunc, mut kinds, mut msgs) = (Vec::new(), Vec::new(), Vec::new());
     let mut corrupt = Vec::with_capacity(n);
-    let mut levels = Vec::with_capacity(3 * n);
+    let mut levels = Vec::with_capacity(4 * n);
     for r in res {
         match r {
             Ok(d) => {
@@ -235,7 +235,7 @@ pub fn load_many<'py>(
                 corrupt.push(0);
                 kinds.push(Some(error_kind(&e)));
                 msgs.push(Some(e.to_string()));
-                levels.extend([0.0; 3]);
+                levels.extend([0.0; 4]);
                 each.push(None);
             }
         }
@@ -255,7 +255,7 @@ pub fn load_many<'py>(
         trunc,
         kinds,
         msgs,
-        levels.into_pyarray(py).reshape([n, 3])?,
+        levels.into_pyarray(py).reshape([n, 4])?,
         corrupt,
     ))
 }

@@ -3,9 +3,11 @@
 //! complexity sums of a given spectrogram.
 
 use agl_core::quality::{
-    complexity_of, levels_batch, quality_batch, rms_frames, spectral_flatness_frames, QualityParams,
+    complexity_of, levels_batch, quality_batch_with, rms_frames, spectral_flatness_frames,
+    KnownStats, QualityParams,
 };
 use agl_core::stft::PadMode;
+use agl_core::AglError;
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods,
 };
@@ -18,9 +20,11 @@ use crate::gateway;
 use crate::input::{total_samples, MonoBatch};
 
 /// Clip-level metrics `[batch, 6]`: rms, flatness, clipping_ratio,
-/// full_scale_ratio, complexity, aci.
+/// full_scale_ratio, complexity, aci. `clip_stats` (`[batch, 3]`, float64):
+/// rms, clipping_ratio and full_scale_ratio measured already, taken as they
+/// are (the clips are then read only for their spectra).
 #[pyfunction]
-#[pyo3(signature = (signals, sr, welch_nperseg, amin, full_scale_threshold, n_fft, hop_length, n_threads=None))]
+#[pyo3(signature = (signals, sr, welch_nperseg, amin, full_scale_threshold, n_fft, hop_length, n_threads=None, clip_stats=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn quality_metrics<'py>(
     py: Python<'py>,
@@ -32,8 +36,22 @@ pub fn quality_metrics<'py>(
     n_fft: &Bound<'py, PyAny>,
     hop_length: &Bound<'py, PyAny>,
     n_threads: Option<&Bound<'py, PyAny>>,
+    clip_stats: Option<PyReadonlyArray2<'py, f64>>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let n_threads = args::threads(n_threads)?;
+    let known: Option<Vec<KnownStats>> = match &clip_stats {
+        None => None,
+        Some(a) => {
+            let v = a.as_array();
+            if v.ncols() != 3 {
+                return Err(to_py(AglError::Shape(format!(
+                    "clip_stats must have 3 columns (rms, clipping_ratio, full_scale_ratio), got shape {:?}",
+                    v.shape()
+                ))));
+            }
+            Some(v.rows().into_iter().map(|r| [r[0], r[1], r[2]]).collect())
+        }
+    };
     let welch_nperseg = args::count("welch_nperseg", welch_nperseg)?;
     let n_fft = args::count("n_fft", n_fft)?;
     let hop_length = args::count("hop_length", hop_length)?;
@@ -48,7 +66,9 @@ pub fn quality_metrics<'py>(
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
-    let m = gateway::run(py, work, |c| quality_batch(&items, &p, n_threads, c))?;
+    let m = gateway::run(py, work, |c| {
+        quality_batch_with(&items, &p, known.as_deref(), n_threads, c)
+    })?;
     let n = m.len();
     let flat: Vec<f64> = m
         .iter()

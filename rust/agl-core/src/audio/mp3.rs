@@ -105,6 +105,6 @@ pub(super) fn decode(
         source_frames: announced,
         truncated,
         corrupt_frames: conceal.count,
-        levels: [0.0; 3],
+        levels: [0.0; 4],
     }))
 }
