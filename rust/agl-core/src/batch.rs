@@ -442,6 +442,26 @@ where
     })
 }
 
+/// Check every item with `check(i, item)` on the thread pool; the error of
+/// the first failing item (in item order) is returned, whatever the thread
+/// count.
+pub fn check_items<T: Sync, F>(items: &[T], n_threads: Option<usize>, check: F) -> Result<()>
+where
+    F: Fn(usize, &T) -> Result<()> + Sync + Send,
+{
+    let first_bad = install(n_threads, || {
+        items
+            .par_iter()
+            .enumerate()
+            .filter_map(|(i, x)| check(i, x).err().map(|e| (i, e)))
+            .min_by_key(|(i, _)| *i)
+    })?;
+    match first_bad {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
+}
+
 /// Map `f` over `0..n` in parallel, keeping order (for per-item work).
 pub fn map_items<T: Send, F>(
     n: usize,

@@ -79,7 +79,7 @@ pub fn spectrogram_batch(
 ) -> Result<FrameOutput<f32>> {
     check_power(power)?;
     let plan = StftPlan::new(params.clone())?;
-    check_signals(items)?;
+    check_signals(items, n_threads)?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
     let nf = params.n_freqs();
     if let Some(fft) = lane_plan(params.n_fft) {
@@ -148,7 +148,7 @@ pub fn melspectrogram_batch(
     check_power(power)?;
     check_bank(bank, params)?;
     let plan = StftPlan::new(params.clone())?;
-    check_signals(items)?;
+    check_signals(items, n_threads)?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
     let nf = params.n_freqs();
     let mut out = if let Some(fft) = lane_plan(params.n_fft) {
@@ -325,8 +325,8 @@ fn binaural_exact(a: Complex32, b: Complex32) -> [f32; 4] {
     ]
 }
 
-fn check_stereo(items: &[Stereo<'_>]) -> Result<()> {
-    for (i, (l, r)) in items.iter().enumerate() {
+fn check_stereo(items: &[Stereo<'_>], n_threads: Option<usize>) -> Result<()> {
+    crate::batch::check_items(items, n_threads, |i, (l, r)| {
         if l.len() != r.len() {
             return Err(AglError::Shape(format!(
                 "item {i}: left and right channels differ in length ({} vs {})",
@@ -340,9 +340,8 @@ fn check_stereo(items: &[Stereo<'_>]) -> Result<()> {
             )));
         }
         check_finite(l, &format!("audio buffer (item {i}, channel 0)"))?;
-        check_finite(r, &format!("audio buffer (item {i}, channel 1)"))?;
-    }
-    Ok(())
+        check_finite(r, &format!("audio buffer (item {i}, channel 1)"))
+    })
 }
 
 /// Binaural scratch: FFT buffers and per-bin arrays.
@@ -423,7 +422,7 @@ pub fn ipd_batch(
 ) -> Result<FrameOutput<f32>> {
     check_bank(bank, params)?;
     let plan = StftPlan::new(params.clone())?;
-    check_stereo(items)?;
+    check_stereo(items, n_threads)?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
     let nm = bank.n_mels;
     if let Some(fft) = lane_plan(params.n_fft) {
@@ -560,7 +559,7 @@ pub fn bat_batch(
         MelNorm::Slaney,
     )?;
     let plan = StftPlan::new(cfg.stft.clone())?;
-    check_stereo(items)?;
+    check_stereo(items, n_threads)?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
     let gains: Vec<f32> = match cfg.loudness_dbfs {
         None => vec![1.0; items.len()],
@@ -717,7 +716,7 @@ pub fn efficientat_batch(
     }
     let bank = kaldi_mel(cfg.sr, cfg.stft.n_fft, cfg.n_mels, cfg.fmin, cfg.fmax)?;
     let plan = StftPlan::new(cfg.stft.clone())?;
-    check_signals(items)?;
+    check_signals(items, n_threads)?;
     for (i, x) in items.iter().enumerate() {
         if x.len() < 2 {
             return Err(AglError::Shape(format!(

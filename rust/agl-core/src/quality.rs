@@ -1012,7 +1012,7 @@ pub fn rms_frames(
     sp.center = center;
     sp.pad_mode = pad_mode;
     sp.validate()?;
-    crate::stft::check_signals(items)?;
+    crate::stft::check_signals(items, n_threads)?;
     let n_frames = items
         .iter()
         .map(|x| sp.n_frames(x.len()))
@@ -1069,7 +1069,7 @@ pub fn spectral_flatness_frames(
     }
     crate::features::check_power(power)?;
     let plan = StftPlan::new(params.clone())?;
-    crate::stft::check_signals(items)?;
+    crate::stft::check_signals(items, n_threads)?;
     let n_frames = items
         .iter()
         .map(|x| plan.n_frames(x.len()))

@@ -598,16 +598,15 @@ fn energy(x: &[f32]) -> f32 {
 }
 
 /// Validate a batch of mono signals: non-empty and finite.
-pub fn check_signals(items: &[&[f32]]) -> Result<()> {
-    for (i, x) in items.iter().enumerate() {
+pub fn check_signals(items: &[&[f32]], n_threads: Option<usize>) -> Result<()> {
+    crate::batch::check_items(items, n_threads, |i, x| {
         if x.is_empty() {
             return Err(AglError::Shape(format!(
                 "item {i} of the batch is empty (0 samples)"
             )));
         }
-        check_finite(x, &format!("audio buffer (item {i})"))?;
-    }
-    Ok(())
+        check_finite(x, &format!("audio buffer (item {i})"))
+    })
 }
 
 /// Complex STFT of a batch of mono signals, each item laid out as librosa's
@@ -621,7 +620,7 @@ pub fn stft_batch(
     cancel: &Cancel,
 ) -> Result<FrameOutput<Complex32>> {
     let plan = StftPlan::new(params.clone())?;
-    check_signals(items)?;
+    check_signals(items, n_threads)?;
     let n_frames = items
         .iter()
         .map(|x| plan.n_frames(x.len()))
