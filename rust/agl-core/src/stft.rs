@@ -382,12 +382,14 @@ impl LaneStft {
         let mut frames = Frames {
             src: [ones; LANES],
             win: [ones; LANES],
+            windowed: false,
         };
         for (i, b) in self.frames.chunks_exact(len).take(n).enumerate() {
             match inside(t0 + i) {
                 Some(start) if plain => {
                     frames.src[i] = &src.samples[start..start + len];
                     frames.win[i] = &plan.window;
+                    frames.windowed = true;
                 }
                 _ => frames.src[i] = b,
             }
