@@ -67,9 +67,9 @@ TOP_DB = 80.0
 # --quick measured on the 2-core development machine under load (STFT power
 # 0.68-0.69x, log-mel 1.42-1.50x, BAT 3.18-3.23x).
 GATES = {
-    "stft power (stereo)": ("stft", 1.4),
-    "logmel (mono)": ("logmel", 2.2),
-    "bat (stereo)": ("bat", 2.9),
+    "stft power (stereo)": ("stft", 1.3),
+    "logmel (mono)": ("logmel", 2.0),
+    "bat (stereo)": ("bat", 2.5),
 }
 
 

@@ -116,7 +116,7 @@ step "performance gate (ratios against the references, same run)"
 # (scipy.fft over strided frames + sgemm mel + trig-free IPD, torch.stft,
 # librosa), process CPU time, alternating rounds, outputs checked first; the
 # per-workload gates (--gate-stft/--gate-logmel/--gate-bat) default to about
-# 70% of the measured ratios (2.1x, 3.3x, 4.25x).
+# 70% of the lowest ratios measured with the release wheel (1.8x, 2.8x, 3.6x).
 "$PY" benches/bench_features.py --quick --gate
 "$PY" benches/bench_alm.py --quick --gate 1.5
 # Acoustics kernels: at least 10x the reference libraries on one thread
