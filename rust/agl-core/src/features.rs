@@ -32,15 +32,6 @@ fn spec_power_into(spec: &[Complex32], power: f32, out: &mut [f32]) {
     power_from_squares(power, out);
 }
 
-/// [`spec_power_into`] on flat real and imaginary parts.
-#[inline(always)]
-fn lane_power_into(re: &[f32], im: &[f32], power: f32, out: &mut [f32]) {
-    for ((o, a), b) in out.iter_mut().zip(re).zip(im) {
-        *o = a * a + b * b;
-    }
-    power_from_squares(power, out);
-}
-
 /// Squared magnitudes to `|X|^power` in place.
 #[inline(always)]
 fn power_from_squares(power: f32, out: &mut [f32]) {
@@ -91,11 +82,13 @@ pub fn spectrogram_batch(
             cancel,
             || LaneStft::new(fft.clone()),
             |s, item, t0, n, vals| {
-                s.block(&plan, &Source::plain(items[item]), t0, n);
-                vectorized_wide(
-                    #[inline(always)]
-                    || lane_power_into(flat(&s.re), flat(&s.im), power, flat_mut(vals)),
-                )
+                s.block_power(&plan, &Source::plain(items[item]), t0, n, vals);
+                if power != 2.0 {
+                    vectorized_wide(
+                        #[inline(always)]
+                        || power_from_squares(power, flat_mut(vals)),
+                    )
+                }
             },
         );
     }
@@ -160,9 +153,11 @@ pub fn melspectrogram_batch(
             cancel,
             || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
             |(s, pw), item, t0, n, vals| {
-                s.block(&plan, &Source::plain(items[item]), t0, n);
+                s.block_power(&plan, &Source::plain(items[item]), t0, n, pw);
                 with_lanes!(R => unsafe {
-                    lane_power_into(flat(&s.re), flat(&s.im), power, flat_mut(pw));
+                    if power != 2.0 {
+                        power_from_squares(power, flat_mut(pw));
+                    }
                     bank.apply_lanes::<R>(pw, vals);
                 })
             },
@@ -742,9 +737,8 @@ pub fn efficientat_batch(
             cancel,
             || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
             |(s, pw), item, t0, n, vals| {
-                s.block(&plan, &src(item), t0, n);
+                s.block_power(&plan, &src(item), t0, n, pw);
                 with_lanes!(R => unsafe {
-                    lane_power_into(flat(&s.re), flat(&s.im), 2.0, flat_mut(pw));
                     bank.apply_lanes::<R>(pw, vals);
                     efficientat_scale(flat_mut(vals));
                 })

@@ -573,8 +573,44 @@ impl LaneFft {
         with_lanes!(R => self.forward_with::<R>(frames, used, re, im))
     }
 
+    /// [`LaneFft::forward_windowed`] reduced to the power spectrum:
+    /// `power[k]` gets `|X[k]|^2` (`n / 2 + 1` vectors), computed as the
+    /// bins are formed; `re` and `im` are scratch. The same values, bit for
+    /// bit, as squaring the output of `forward_windowed`.
+    pub fn forward_power(
+        &self,
+        frames: &Frames<'_>,
+        used: usize,
+        re: &mut [V],
+        im: &mut [V],
+        power: &mut [V],
+    ) {
+        let m = self.m;
+        assert!(power.len() > m, "power holds n / 2 + 1 bins");
+        with_lanes!(R => {
+            self.transform_with::<R>(frames, used, re, im);
+            // SAFETY: `run` chose R for this CPU; indices are < m + 1.
+            unsafe { self.split_power::<R>(&re[..m], &im[..m], &mut power[..=m]) }
+        })
+    }
+
     #[inline(always)]
     pub(crate) fn forward_with<R: Lanes>(
+        &self,
+        frames: &Frames<'_>,
+        used: usize,
+        re: &mut [V],
+        im: &mut [V],
+    ) {
+        let m = self.m;
+        self.transform_with::<R>(frames, used, re, im);
+        // SAFETY: `run` chose R for this CPU; indices are < m + 1.
+        unsafe { self.split::<R>(&mut re[..=m], &mut im[..=m]) }
+    }
+
+    /// The load and the complex stages (everything but the split).
+    #[inline(always)]
+    fn transform_with<R: Lanes>(
         &self,
         frames: &Frames<'_>,
         used: usize,
@@ -599,7 +635,6 @@ impl LaneFft {
         unsafe {
             R::load(frames, used, &self.rev, &mut re[..m], &mut im[..m]);
             self.stages::<R>(&mut re[..m], &mut im[..m]);
-            self.split::<R>(&mut re[..=m], &mut im[..=m]);
         }
     }
 
@@ -628,6 +663,35 @@ impl LaneFft {
                 single_stage::<R>(re, im, 2 * e, &self.tw[off..off + e]);
                 off += e;
                 e *= 2;
+            }
+        }
+    }
+
+    /// [`LaneFft::split`] straight to `|X[k]|^2` (`out`: `m + 1` entries),
+    /// with the operations of squaring the split's output.
+    #[inline(always)]
+    unsafe fn split_power<R: Lanes>(&self, re: &[V], im: &[V], out: &mut [V]) {
+        let m = self.m;
+        let half = R::splat(0.5);
+        let zero = R::splat(0.0);
+        let sq = |a: R, b: R| a.mul(a).add(b.mul(b));
+        let (z0r, z0i) = (R::ld(&re[0]), R::ld(&im[0]));
+        sq(z0r.add(z0i), zero).st(&mut out[0]);
+        sq(z0r.sub(z0i), zero).st(&mut out[m]);
+        for k in 1..=m / 2 {
+            let j = m - k;
+            let (zkr, zki) = (R::ld(&re[k]), R::ld(&im[k]));
+            let (zjr, zji) = (R::ld(&re[j]), R::ld(&im[j]));
+            let er = half.mul(zkr.add(zjr));
+            let ei = half.mul(zki.sub(zji));
+            let or = half.mul(zkr.sub(zjr));
+            let oi = half.mul(zki.add(zji));
+            let (wr, wi) = self.post[k];
+            let (pr, pi) = cmul(or, oi, wr, wi);
+            let (tr, ti) = (zero.sub(pi), pr);
+            sq(er.sub(tr), ei.sub(ti)).st(&mut out[k]);
+            if j != k {
+                sq(er.add(tr), zero.sub(ei.add(ti))).st(&mut out[j]);
             }
         }
     }
@@ -997,6 +1061,37 @@ mod tests {
             for w in 0..stride {
                 let want = if w < 16 { (w * 100 + i) as f32 } else { -1.0 };
                 assert_eq!(dst[i * stride + w], want, "frame {i} value {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn power_spectra_equal_the_squared_spectra() {
+        for n in [8usize, 64, 1024, 2048] {
+            let plan = LaneFft::new(n).unwrap();
+            let data: Vec<Vec<f32>> = (0..LANES - 1).map(|l| noise(n, 70 + l as u64)).collect();
+            let mut f = Frames {
+                src: [&plan.ones; LANES],
+                win: [&plan.ones; LANES],
+                windowed: false,
+            };
+            for (s, d) in f.src.iter_mut().zip(&data) {
+                *s = d;
+            }
+            let (mut re, mut im) = plan.make_buffers();
+            plan.forward_windowed(&f, LANES - 1, &mut re, &mut im);
+            let (mut r2, mut i2) = plan.make_buffers();
+            let mut p = vec![V::ZERO; plan.n_bins()];
+            plan.forward_power(&f, LANES - 1, &mut r2, &mut i2, &mut p);
+            for k in 0..plan.n_bins() {
+                for l in 0..LANES {
+                    let (a, b) = (re[k].0[l], im[k].0[l]);
+                    assert_eq!(
+                        p[k].0[l].to_bits(),
+                        (a * a + b * b).to_bits(),
+                        "n={n} k={k} l={l}"
+                    );
+                }
             }
         }
     }

@@ -358,6 +358,31 @@ impl LaneStft {
     /// where it is, the window applied as it is loaded; the others (padding,
     /// pre-emphasis, gain) are windowed into a buffer first.
     pub fn block(&mut self, plan: &StftPlan, src: &Source<'_>, t0: usize, n: usize) {
+        self.run(plan, src, t0, n, None)
+    }
+
+    /// [`LaneStft::block`] reduced to `|X|^2` into `power` (`n_fft / 2 + 1`
+    /// vectors; see [`LaneFft::forward_power`]); `re` and `im` are left as
+    /// scratch.
+    pub fn block_power(
+        &mut self,
+        plan: &StftPlan,
+        src: &Source<'_>,
+        t0: usize,
+        n: usize,
+        power: &mut [V],
+    ) {
+        self.run(plan, src, t0, n, Some(power))
+    }
+
+    fn run(
+        &mut self,
+        plan: &StftPlan,
+        src: &Source<'_>,
+        t0: usize,
+        n: usize,
+        power: Option<&mut [V]>,
+    ) {
         let len = self.fft.len();
         let n = n.min(LANES);
         let plain = src.preemphasis.is_none() && src.gain == 1.0;
@@ -394,8 +419,14 @@ impl LaneStft {
                 _ => frames.src[i] = b,
             }
         }
-        self.fft
-            .forward_windowed(&frames, n, &mut self.re, &mut self.im);
+        match power {
+            Some(p) => self
+                .fft
+                .forward_power(&frames, n, &mut self.re, &mut self.im, p),
+            None => self
+                .fft
+                .forward_windowed(&frames, n, &mut self.re, &mut self.im),
+        }
     }
 }
 
