@@ -1,19 +1,9 @@
 //! Criterion benchmarks of the core feature kernels (Rust side).
+mod common;
 use agl_core::features::{bat_batch, efficientat_batch, BatConfig, EfficientAtConfig};
 use agl_core::parallel::never;
+use common::noise;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-
-fn noise(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect()
-}
 
 fn bench(c: &mut Criterion) {
     let sr = 32000usize;

@@ -4,23 +4,13 @@
 //!
 //! Throughput is in frames; GFLOP/s follow as
 //! `frames/s * 2.5 n log2(n) / 1e9` (the usual count for a real FFT).
+mod common;
 use agl_core::lanefft::{LaneFft, LANES};
 use agl_core::rfft::RealFft;
+use common::noise;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use num_complex::Complex32;
 use realfft::RealFftPlanner;
-
-fn noise(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect()
-}
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("rfft_16_frames");

@@ -565,6 +565,15 @@ pub fn bat_batch(
     };
     let nm = cfg.n_mels;
     let amin = cfg.amin;
+    // Both channels of an item, scaled by its loudness gain.
+    let sources = |item: usize| {
+        let src = |x| Source {
+            samples: x,
+            preemphasis: None,
+            gain: gains[item],
+        };
+        (src(items[item].0), src(items[item].1))
+    };
     if let Some(fft) = lane_plan(cfg.stft.n_fft) {
         return run_blockwise(
             &n_frames,
@@ -577,14 +586,8 @@ pub fn bat_batch(
             cancel,
             || LaneBins::new(&fft),
             |s, item, t0, n, vals| {
-                let (l, r) = items[item];
-                let g = gains[item];
-                let src = |x| Source {
-                    samples: x,
-                    preemphasis: None,
-                    gain: g,
-                };
-                s.block(&plan, &src(l), &src(r), t0, n);
+                let (l, r) = sources(item);
+                s.block(&plan, &l, &r, t0, n);
                 let [b0, b1, b2, b3] = &s.bins;
                 with_lanes!(R => unsafe {
                     bank.apply_lanes4::<R>([b0, b1, b2, b3], vals);
@@ -604,14 +607,8 @@ pub fn bat_batch(
         cancel,
         || BinScratch::new(cfg.stft.n_fft),
         |s, item, t, row| {
-            let (l, r) = items[item];
-            let g = gains[item];
-            let src = |x| Source {
-                samples: x,
-                preemphasis: None,
-                gain: g,
-            };
-            s.fft.frame(&plan, &src(l), &src(r), t);
+            let (l, r) = sources(item);
+            s.fft.frame(&plan, &l, &r, t);
             bat_post(&s.fft.left, &s.fft.right, &mut s.bins, &bank, row, amin);
         },
     )

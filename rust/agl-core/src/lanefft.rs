@@ -590,7 +590,7 @@ impl LaneFft {
         with_lanes!(R => {
             self.transform_with::<R>(frames, used, re, im);
             // SAFETY: `run` chose R for this CPU; indices are < m + 1.
-            unsafe { self.split_power::<R>(&re[..m], &im[..m], &mut power[..=m]) }
+            unsafe { self.split_power::<R>(&mut re[..m], &mut im[..m], &mut power[..=m]) }
         })
     }
 
@@ -670,44 +670,38 @@ impl LaneFft {
     /// [`LaneFft::split`] straight to `|X[k]|^2` (`out`: `m + 1` entries),
     /// with the operations of squaring the split's output.
     #[inline(always)]
-    unsafe fn split_power<R: Lanes>(&self, re: &[V], im: &[V], out: &mut [V]) {
-        let m = self.m;
-        let half = R::splat(0.5);
-        let zero = R::splat(0.0);
-        let sq = |a: R, b: R| a.mul(a).add(b.mul(b));
-        let (z0r, z0i) = (R::ld(&re[0]), R::ld(&im[0]));
-        sq(z0r.add(z0i), zero).st(&mut out[0]);
-        sq(z0r.sub(z0i), zero).st(&mut out[m]);
-        for k in 1..=m / 2 {
-            let j = m - k;
-            let (zkr, zki) = (R::ld(&re[k]), R::ld(&im[k]));
-            let (zjr, zji) = (R::ld(&re[j]), R::ld(&im[j]));
-            let er = half.mul(zkr.add(zjr));
-            let ei = half.mul(zki.sub(zji));
-            let or = half.mul(zkr.sub(zjr));
-            let oi = half.mul(zki.add(zji));
-            let (wr, wi) = self.post[k];
-            let (pr, pi) = cmul(or, oi, wr, wi);
-            let (tr, ti) = (zero.sub(pi), pr);
-            sq(er.sub(tr), ei.sub(ti)).st(&mut out[k]);
-            if j != k {
-                sq(er.add(tr), zero.sub(ei.add(ti))).st(&mut out[j]);
-            }
-        }
+    unsafe fn split_power<R: Lanes>(&self, re: &mut [V], im: &mut [V], out: &mut [V]) {
+        self.split_with::<R>(re, im, |_, _, k, xr, xi| {
+            xr.mul(xr).add(xi.mul(xi)).st(&mut out[k])
+        })
     }
 
     /// The real-input split (see [`crate::rfft`]), in place: `Z[0..m]` to
     /// `X[0..=m]` (`re`, `im`: `m + 1` entries).
     #[inline(always)]
     unsafe fn split<R: Lanes>(&self, re: &mut [V], im: &mut [V]) {
+        self.split_with::<R>(re, im, |re, im, k, xr, xi| {
+            xr.st(&mut re[k]);
+            xi.st(&mut im[k]);
+        })
+    }
+
+    /// The split's arithmetic: `emit(re, im, k, Re X[k], Im X[k])` for every
+    /// bin `k = 0 ..= m`, each pair `k`, `m - k` emitted after both of its
+    /// inputs `Z[k]`, `Z[m - k]` are read (so `emit` may store in place).
+    #[inline(always)]
+    unsafe fn split_with<R: Lanes>(
+        &self,
+        re: &mut [V],
+        im: &mut [V],
+        mut emit: impl FnMut(&mut [V], &mut [V], usize, R, R),
+    ) {
         let m = self.m;
         let half = R::splat(0.5);
         let zero = R::splat(0.0);
         let (z0r, z0i) = (R::ld(&re[0]), R::ld(&im[0]));
-        z0r.add(z0i).st(&mut re[0]);
-        zero.st(&mut im[0]);
-        z0r.sub(z0i).st(&mut re[m]);
-        zero.st(&mut im[m]);
+        emit(re, im, 0, z0r.add(z0i), zero);
+        emit(re, im, m, z0r.sub(z0i), zero);
         for k in 1..=m / 2 {
             let j = m - k;
             let (zkr, zki) = (R::ld(&re[k]), R::ld(&im[k]));
@@ -722,11 +716,9 @@ impl LaneFft {
             let (pr, pi) = cmul(or, oi, wr, wi);
             let (tr, ti) = (zero.sub(pi), pr);
             // X[k] = E - T, X[j] = conj(E + T).
-            er.sub(tr).st(&mut re[k]);
-            ei.sub(ti).st(&mut im[k]);
+            emit(re, im, k, er.sub(tr), ei.sub(ti));
             if j != k {
-                er.add(tr).st(&mut re[j]);
-                zero.sub(ei.add(ti)).st(&mut im[j]);
+                emit(re, im, j, er.add(tr), zero.sub(ei.add(ti)));
             }
         }
     }
