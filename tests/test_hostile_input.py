@@ -239,6 +239,20 @@ def test_fftconvolve_too_large_for_memory_is_a_memory_error() -> None:
     assert issubclass(ResourceLimitError, MemoryError)
 
 
+def test_feature_output_too_large_for_memory_is_a_memory_error() -> None:
+    # 2**20 samples, hop 1, n_fft 4096: a 8.6 GB spectrogram, above the
+    # child's 4 GiB cap, for both frame engines (block FFT and per-frame).
+    for n_fft in (4096, 4000):
+        out = run_child(
+            f"""
+            x = np.ones(2**20, np.float32)
+            result = agl_fast.spectrogram(x, n_fft={n_fft}, hop_length=1).shape
+            """
+        )
+        assert out["type"] == "ResourceLimitError", (n_fft, out)
+        assert "feature output" in out["message"]
+
+
 def test_wav_with_zero_riff_and_data_sizes(tmp_path: Path) -> None:
     """What a recorder that died leaves: the samples are there, the sizes are 0."""
     whole = wav_bytes(16000, ch=2, frames=5000)

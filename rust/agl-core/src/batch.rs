@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 
-use crate::error::Result;
+use crate::error::{try_grow, AglError, Result};
 use crate::lanefft::{flat, stream_copy, stream_fence, transpose_out, LANES, V};
 use crate::parallel::{install, Cancel};
 
@@ -89,18 +89,22 @@ pub fn with_output_allocator<R>(alloc: &dyn Fn(usize) -> Vec<f32>, f: impl FnOnc
     f()
 }
 
+/// What the output buffers are called in a refused allocation's error.
+const OUTPUT_WHAT: &str = "the feature output";
+
 /// An empty output buffer with room for `n` values (see
-/// [`with_output_allocator`]).
-fn output_buffer(n: usize) -> Vec<f32> {
+/// [`with_output_allocator`]), or [`crate::AglError::Memory`] when the
+/// allocation is refused.
+fn output_buffer(n: usize) -> Result<Vec<f32>> {
     let mut v = match OUTPUT_ALLOC.with(|c| c.get()) {
         // SAFETY: set by `with_output_allocator`, which keeps the target
         // alive while the pointer is installed.
         Some(p) => unsafe { (*p)(n) },
-        None => Vec::with_capacity(n),
+        None => Vec::new(),
     };
     v.clear();
-    v.reserve_exact(n);
-    v
+    try_grow(&mut v, n, OUTPUT_WHAT)?;
+    Ok(v)
 }
 
 /// Smallest buffer (bytes) that asks for transparent huge pages.
@@ -169,7 +173,7 @@ struct Plan {
     extents: Vec<usize>,
 }
 
-fn plan_output(n_frames: &[usize], layout: Layout, extent: Option<usize>) -> Plan {
+fn plan_output(n_frames: &[usize], layout: Layout, extent: Option<usize>) -> Result<Plan> {
     let extents: Vec<usize> = match extent {
         Some(e) => vec![e.max(n_frames.iter().copied().max().unwrap_or(0)); n_frames.len()],
         None => n_frames.to_vec(),
@@ -178,13 +182,21 @@ fn plan_output(n_frames: &[usize], layout: Layout, extent: Option<usize>) -> Pla
     offsets.push(0usize);
     for &e in &extents {
         let last = *offsets.last().unwrap_or(&0);
-        offsets.push(last + layout.item_len(e));
+        let end = layout
+            .row_len()
+            .checked_mul(e)
+            .and_then(|n| n.checked_add(last))
+            .ok_or(AglError::Memory {
+                what: OUTPUT_WHAT.into(),
+                bytes: u64::MAX,
+            })?;
+        offsets.push(end);
     }
-    Plan {
+    Ok(Plan {
         data_len: *offsets.last().unwrap_or(&0),
         offsets,
         extents,
-    }
+    })
 }
 
 /// (item, first frame, end frame) tasks of at most `chunk` frames.
@@ -228,7 +240,10 @@ where
         data_len,
         offsets,
         extents,
-    } = plan_output(n_frames, layout, extent);
+    } = plan_output(n_frames, layout, extent)?;
+    // Zeroed pages come lazily from the allocator, which aborts instead of
+    // failing: try the size first so a refused allocation is an error.
+    try_grow(&mut Vec::<T>::new(), data_len, OUTPUT_WHAT)?;
     let mut data = T::zeroed_vec(data_len);
     let fill = match data.first() {
         Some(v) => *v,
@@ -327,12 +342,12 @@ where
         data_len,
         offsets,
         extents,
-    } = plan_output(n_frames, layout, extent);
+    } = plan_output(n_frames, layout, extent)?;
     let threads = crate::parallel::resolve_threads(n_threads)?;
     // Every value is written below (frames by the tasks, padding after
     // them), so the buffer is not zeroed first; its length is set once all
     // writes are done.
-    let mut data = output_buffer(data_len);
+    let mut data = output_buffer(data_len)?;
     huge_pages(data.spare_capacity_mut());
     let total_frames: usize = n_frames.iter().sum();
     let tasks = make_tasks(n_frames, chunk_frames(total_frames, threads, LANES));

@@ -62,7 +62,7 @@ where
             let alloc = |n: usize| -> Vec<f32> {
                 let mut g = state_ref.0.lock().unwrap_or_else(|e| e.into_inner());
                 if g.closed {
-                    return Vec::with_capacity(n);
+                    return Vec::new();
                 }
                 g.want = Some(n);
                 state_ref.1.notify_all();
@@ -71,7 +71,7 @@ where
                         return v;
                     }
                     if g.closed {
-                        return Vec::with_capacity(n);
+                        return Vec::new();
                     }
                     g = state_ref.1.wait(g).unwrap_or_else(|e| e.into_inner());
                 }
@@ -97,7 +97,12 @@ where
                 (g.done, g.want)
             });
             if let Some(n) = want {
-                let v = Vec::with_capacity(n);
+                // A refused allocation hands back an empty buffer; the
+                // worker's own reservation then reports the error.
+                let mut v = Vec::new();
+                if v.try_reserve_exact(n).is_err() {
+                    v = Vec::new();
+                }
                 let mut g = lock();
                 g.want = None;
                 g.got = Some(v);
