@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,34 +27,54 @@ def free_port() -> int:
 @contextmanager
 def serve(db_url: str, *extra: str) -> Iterator[str]:
     """Run ``agl-fast serve`` on a free loopback port; yields its base URL."""
+    with serve_process(db_url, *extra) as (base, _):
+        yield base
+
+
+def rss_kib(pid: int) -> dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` (peak) of a process, in KiB, from ``/proc``."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            out[name] = int(value.split()[0])
+    return out
+
+
+@contextmanager
+def serve_process(db_url: str, *extra: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Run ``agl-fast serve`` on a free loopback port; yields its base URL and process.
+
+    The server's output goes to a file (a pipe nobody reads could fill and
+    stall it); it is shown when the server fails to start.
+    """
     httpx = pytest.importorskip("httpx")
     port = free_port()
     cmd = [sys.executable, "-m", "agl_fast.cli", "serve", "--port", str(port), "--db", db_url]
-    proc = subprocess.Popen(
-        [*cmd, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                out = proc.stdout.read() if proc.stdout else ""
-                raise AssertionError(f"server exited with {proc.returncode}:\n{out}")
-            try:
-                if httpx.get(base + "/api/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("server did not start within 30 s")
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([*cmd, *extra], stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
+            deadline = time.monotonic() + 30
+            while True:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    out = log.read().decode(errors="replace")
+                    raise AssertionError(f"server exited with {proc.returncode}:\n{out}")
+                try:
+                    # one probe succeeds (rate-limit tests count on it spending one token)
+                    if httpx.get(base + "/api/health", timeout=5).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise AssertionError("server did not start within 30 s")
+                time.sleep(0.1)
+            yield base, proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

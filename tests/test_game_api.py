@@ -50,10 +50,10 @@ def db_file(tmp_path) -> Path:
     return tmp_path / "game.sqlite"
 
 
-def make_client(demo, db_file, **kw) -> TestClient:
+def make_client(demo, db_file, address="testclient", **kw) -> TestClient:
     cat = load_catalogue(*demo)
     app = create_app(GameConfig(catalogue=cat, db_url=f"sqlite:///{db_file}", **kw))
-    return TestClient(app)
+    return TestClient(app, client=(address, 50000))
 
 
 @pytest.fixture
@@ -274,11 +274,14 @@ def test_malformed_coordinates_are_refused(client, db_file, lat, lon):
     assert n_guesses(db_file) == 0
 
 
-@pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'"x"', b"{" + b" " * 5000 + b"}"])
-def test_malformed_bodies_are_refused(client, db_file, body):
+@pytest.mark.parametrize(
+    "body, status",
+    [(b"not json", 400), (b"[1, 2]", 400), (b'"x"', 400), (b"{" + b" " * 5000 + b"}", 413)],
+)
+def test_malformed_bodies_are_refused(client, db_file, body, status):
     start(client, n=1)
     r = client.post("/api/guesses", content=body, headers={"Content-Type": "application/json"})
-    assert r.status_code == 400
+    assert r.status_code == status
     assert n_guesses(db_file) == 0
 
 
@@ -359,7 +362,7 @@ def test_export_is_scored_by_evaluate_as_human(client, demo, db_file, tmp_path, 
 
     play(client, 2.0)
     play(client, 0.0)  # the same player again, after seeing the answers: not counted
-    with make_client(demo, db_file) as other:
+    with make_client(demo, db_file, address="192.0.2.8") as other:  # elsewhere, blind
         play(other, 4.0)
     assert n_guesses(db_file) == 15
     out = tmp_path / "Human.parquet"

@@ -89,11 +89,16 @@ def pg_url() -> Iterator[str]:
 
 
 def test_round_on_postgres(pg_url, tmp_path):
+    from sqlalchemy import text
+
     engine = make_engine(pg_url)
     with engine.begin() as conn:  # a clean schema for this run
-        from sqlalchemy import text
-
-        conn.execute(text("DROP TABLE IF EXISTS guesses, rounds, players, agl_schema_version"))
+        conn.execute(
+            text(
+                "DROP TABLE IF EXISTS reveals, guesses, rounds, players, agl_settings, "
+                "agl_schema_version"
+            )
+        )
     demo = write_demo(tmp_path / "demo")
     app = create_app(GameConfig(catalogue=load_catalogue(*demo), db_url=pg_url))
     assert current_version(engine) == SCHEMA_VERSION
@@ -107,5 +112,23 @@ def test_round_on_postgres(pg_url, tmp_path):
         assert state["done"]
         board = c.get(f"/api/leaderboard?round_id={rnd['round_id']}").json()
         assert {e["name"] for e in board["entries"]} >= {"you", "demo-echo", "demo-prior"}
+        cookies = dict(c.cookies)
+    # a restarted server (nothing cached) shows an answer again: the showing is kept once
+    again = create_app(GameConfig(catalogue=load_catalogue(*demo), db_url=pg_url))
+    with TestClient(again) as c:
+        c.cookies.update(cookies)
+        key = rnd["clips"][0]["key"]
+        assert c.get(f"/api/rounds/{rnd['round_id']}/reveal/{key}").status_code == 200
+        # a fresh player at the same address guesses after the answers were shown
+        c.cookies.clear()
+        late = c.post("/api/rounds", json={"n": 1}).json()
+        body = {"round_id": late["round_id"], "key": late["clips"][0]["key"], "lat": 1, "lon": 2}
+        r = c.post("/api/guesses", json=body)
+        assert r.status_code == 201 and r.json()["after_reveal"] is True
+        board = c.get("/api/leaderboard").json()
+        assert board["after_reveal"] == {"guesses": 1, "players": 1}
+    with engine.connect() as conn:
+        n = conn.execute(text("SELECT count(*) FROM reveals")).scalar()
+        assert n == 5 + 1  # the first player's five, kept once, and the late one's
     assert export_guesses(engine, tmp_path / "Human.parquet") == 5
     engine.dispose()

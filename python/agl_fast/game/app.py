@@ -12,42 +12,61 @@ Routes
 ``GET /api/leaderboard[?round_id=]``        players and models on the same clips
 
 A player is an anonymous random id in an HTTP-only cookie. Requests are
-rate limited per client address (token bucket).
+rate limited per client address, and rounds and guesses per player and per
+address (token buckets, :mod:`agl_fast.game.guard`); bodies are bounded before
+they are read and JSON nesting before it is parsed. Every showing of a clip's
+answer is remembered by player and hashed address, and a later guess of that
+clip by the same player or address is stored as ``after_reveal``: the
+leaderboard and the export leave such guesses out of the rankings.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import random
 import secrets
 import threading
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, select
+from sqlalchemy import Engine, Insert, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from ..geo import geoscore, haversine
 from .clips import AUDIO_TYPES, Catalogue, Clip
-from .db import guesses, make_engine, migrate, now, players, rounds
+from .db import address_hasher, guesses, make_engine, migrate, now, players, reveals, rounds
+from .guard import Guard, client_address, read_json_object, too_many
+from .limits import (
+    GUESSES_PER_ADDRESS,
+    GUESSES_PER_PLAYER,
+    REQUESTS_PER_ADDRESS,
+    ROUNDS_PER_ADDRESS,
+    ROUNDS_PER_PLAYER,
+    Limit,
+    TokenBuckets,
+    address_key,
+)
+
+_log = logging.getLogger("agl_fast.game")
 
 STATIC = Path(__file__).resolve().parent / "static"
 COOKIE = "agl_player"
 REFUSAL_KM = 10000.0
-MAX_BODY = 4096
 _ID_CHARS = set("0123456789abcdef")
+_KNOWN_REVEALS_MAX = 200_000
 CSP = (
     "default-src 'self'; img-src 'self' data:; media-src 'self'; "
     "style-src 'self'; script-src 'self'; object-src 'none'; frame-ancestors 'none'"
@@ -56,46 +75,26 @@ CSP = (
 
 @dataclass
 class GameConfig:
-    """Settings of one game server."""
+    """Settings of one game server.
+
+    ``rate_per_s``/``burst`` limit every request per client address; the
+    ``*_limit_*`` fields limit new rounds and guesses per player and per
+    address. ``trusted_proxies`` (addresses or networks) are the only peers
+    whose ``X-Forwarded-For`` is believed; empty, the peer is the client.
+    """
 
     catalogue: Catalogue
     db_url: str
     round_size: int = 5
-    rate_per_s: float = 20.0
-    burst: int = 60
+    rate_per_s: float = REQUESTS_PER_ADDRESS.per_second
+    burst: int = REQUESTS_PER_ADDRESS.burst
     secure_cookie: bool = False
     seed: int | None = None
-
-
-class RateLimiter:
-    """Per-client token bucket: ``rate`` tokens a second, at most ``burst``."""
-
-    def __init__(self, app: ASGIApp, rate: float, burst: int) -> None:
-        self.app, self.rate, self.burst = app, float(rate), float(burst)
-        self._buckets: dict[str, tuple[float, float]] = {}
-        self._lock = threading.Lock()
-
-    def allow(self, client: str) -> bool:
-        t = time.monotonic()
-        with self._lock:
-            tokens, last = self._buckets.get(client, (self.burst, t))
-            tokens = min(self.burst, tokens + (t - last) * self.rate)
-            ok = tokens >= 1.0
-            self._buckets[client] = (tokens - 1.0 if ok else tokens, t)
-            if len(self._buckets) > 100_000:  # forget idle clients
-                self._buckets = {k: v for k, v in self._buckets.items() if t - v[1] < 60}
-        return ok
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            client = (scope.get("client") or ("?", 0))[0]
-            if not self.allow(client):
-                resp = JSONResponse(
-                    {"error": "too many requests"}, status_code=429, headers={"Retry-After": "1"}
-                )
-                await resp(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+    trusted_proxies: tuple[str, ...] = ()
+    round_limit_player: Limit = ROUNDS_PER_PLAYER
+    round_limit_address: Limit = ROUNDS_PER_ADDRESS
+    guess_limit_player: Limit = GUESSES_PER_PLAYER
+    guess_limit_address: Limit = GUESSES_PER_ADDRESS
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -113,7 +112,10 @@ def _score(d_km: float) -> float:
 def _coordinate(v: Any, lo: float, hi: float) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
-    x = float(v)
+    try:
+        x = float(v)
+    except OverflowError:  # an integer of thousands of digits
+        return None
     return x if math.isfinite(x) and lo <= x <= hi else None
 
 
@@ -149,6 +151,86 @@ class Game:
                     }
                 )
             self.model_rows[key] = rows
+        self.hash_address = address_hasher(engine)
+        self.buckets = {
+            ("rounds", "player"): TokenBuckets(config.round_limit_player),
+            ("rounds", "address"): TokenBuckets(config.round_limit_address),
+            ("guesses", "player"): TokenBuckets(config.guess_limit_player),
+            ("guesses", "address"): TokenBuckets(config.guess_limit_address),
+        }
+        self._known_reveals: set[tuple[str, str, str]] = set()
+        self._known_lock = threading.Lock()
+        dialect = engine.dialect.name
+        self._insert_reveals: Insert
+        if dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            self._insert_reveals = sqlite_insert(reveals).on_conflict_do_nothing()
+        elif dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            self._insert_reveals = pg_insert(reveals).on_conflict_do_nothing()
+        else:
+            self._insert_reveals = insert(reveals)
+
+    def limit(self, what: str, address: str, player: str | None) -> None:
+        """Spend a token of ``what`` (rounds, guesses) for the address and the player, or 429."""
+        for who, key in (("address", address), ("player", player)):
+            if key is None:
+                continue
+            buckets = self.buckets[(what, who)]
+            wait = buckets.take(key)
+            if wait > 0.0:
+                raise too_many(f"{what} from this {who}", buckets.limit, wait)
+
+    def new_reveals(self, keys: Iterable[str], pid: str, address: str) -> list[dict[str, Any]]:
+        """Rows of ``reveals`` for the showings of ``keys`` not recorded yet."""
+        with self._known_lock:
+            fresh = [k for k in keys if (k, pid, address) not in self._known_reveals]
+        t = now()
+        return [
+            {"clip_key": k, "player_id": pid, "address": address, "created_at": t} for k in fresh
+        ]
+
+    def insert_reveals(self, conn: Any, rows: list[dict[str, Any]]) -> None:
+        """Record showings of answers (an existing one is kept as it is)."""
+        if not rows:
+            return
+        if self.engine.dialect.name in ("sqlite", "postgresql"):
+            conn.execute(self._insert_reveals, rows)
+            return
+        for row in rows:  # other databases: look before inserting
+            q = select(reveals.c.id).where(
+                reveals.c.clip_key == row["clip_key"],
+                reveals.c.player_id == row["player_id"],
+                reveals.c.address == row["address"],
+            )
+            if conn.execute(q).first() is None:
+                conn.execute(insert(reveals).values(**row))
+
+    def remember_reveals(self, rows: list[dict[str, Any]]) -> None:
+        """Note committed showings, so that showing them again writes nothing."""
+        with self._known_lock:
+            if len(self._known_reveals) > _KNOWN_REVEALS_MAX:
+                self._known_reveals.clear()
+            self._known_reveals.update((r["clip_key"], r["player_id"], r["address"]) for r in rows)
+
+    def shown(self, keys: Iterable[str], pid: str, address: str) -> None:
+        """Record that the answers of ``keys`` were shown to ``pid`` at ``address``."""
+        rows = self.new_reveals(keys, pid, address)
+        if not rows:
+            return
+        with self.writing(), self.engine.begin() as conn:
+            self.insert_reveals(conn, rows)
+        self.remember_reveals(rows)
+
+    def seen_before(self, conn: Any, key: str, pid: str, address: str) -> bool:
+        """Whether the answer of ``key`` was already shown to the player or the address."""
+        by = [reveals.c.player_id == pid, reveals.c.address == address]
+        q = select(
+            or_(*(select(reveals.c.id).where(reveals.c.clip_key == key, w).exists() for w in by))
+        )
+        return bool(conn.execute(q).scalar())
 
     def writing(self) -> contextlib.AbstractContextManager[Any]:
         """Context of a write transaction (serialized on SQLite)."""
@@ -182,14 +264,22 @@ class Game:
         }
 
 
+def _is_id(v: str) -> bool:
+    return len(v) == 32 and set(v) <= _ID_CHARS
+
+
 def _player_id(request: Request) -> str | None:
     pid = request.cookies.get(COOKIE, "")
-    return pid if len(pid) == 32 and set(pid) <= _ID_CHARS else None
+    return pid if _is_id(pid) else None
+
+
+def _address(request: Request) -> str:
+    return address_key(client_address(request))
 
 
 def _round_for(game: Game, request: Request, round_id: str) -> dict[str, Any] | None:
     pid = _player_id(request)
-    if pid is None:
+    if pid is None or not _is_id(round_id):  # ids are ours: nothing else reaches a query
         return None
     with game.engine.connect() as conn:
         row = conn.execute(
@@ -200,15 +290,14 @@ def _round_for(game: Game, request: Request, round_id: str) -> dict[str, Any] | 
     return {"id": row.id, "player_id": pid, "keys": json.loads(row.clip_keys)}
 
 
-async def _json_body(request: Request) -> dict[str, Any] | None:
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        return None
-    try:
-        data = json.loads(body or b"{}")
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return JSONResponse({"error": "internal error"}, status_code=500)
 
 
 def create_app(config: GameConfig) -> ASGIApp:
@@ -230,13 +319,12 @@ def create_app(config: GameConfig) -> ASGIApp:
         return FileResponse(clip.path, media_type=media, headers={"Cache-Control": "no-store"})
 
     async def start_round(request: Request) -> Response:
-        data = await _json_body(request)
-        if data is None:
-            return _error(400, "body must be a JSON object")
+        pid, new = _player_id(request), False
+        game.limit("rounds", _address(request), pid)
+        data = await read_json_object(request)
         n = data.get("n", config.round_size)
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 50:
             return _error(422, f"n must be an integer in [1, 50], got {n!r}")
-        pid, new = _player_id(request), False
         if pid is None:
             pid, new = secrets.token_hex(16), True
         rid = secrets.token_hex(16)
@@ -288,15 +376,19 @@ def create_app(config: GameConfig) -> ASGIApp:
         with engine.connect() as conn:
             done = conn.execute(select(guesses).where(guesses.c.round_id == r["id"])).all()
         by_key = {g.clip_key: g for g in done}
-        clips = []
+        clips, shown = [], []
         for i, k in enumerate(r["keys"]):
             item: dict[str, Any] = {"index": i, "key": k, "audio": f"/api/clips/{k}/audio"}
-            g = by_key.get(k)
-            if g is not None and k in game.cat.clips:
+            clip, g = game.cat.clips.get(k), by_key.get(k)
+            if clip is None:
+                item["removed"] = True  # no longer in the catalogue: no audio, no answer
+            elif g is not None:
                 item["reveal"] = game.reveal(
-                    game.cat.clips[k], g.latitude, g.longitude, g.distance_km, g.geoscore
+                    clip, g.latitude, g.longitude, g.distance_km, g.geoscore
                 )
+                shown.append(k)
             clips.append(item)
+        game.shown(shown, r["player_id"], game.hash_address(_address(request)))
         total = sum(g.geoscore for g in done)
         return JSONResponse(
             {
@@ -309,9 +401,9 @@ def create_app(config: GameConfig) -> ASGIApp:
         )
 
     async def guess(request: Request) -> Response:
-        data = await _json_body(request)
-        if data is None:
-            return _error(400, "body must be a JSON object of at most 4 KiB")
+        addr = _address(request)
+        game.limit("guesses", addr, _player_id(request))
+        data = await read_json_object(request)
         lat = _coordinate(data.get("lat"), -90.0, 90.0)
         lon = _coordinate(data.get("lon"), -180.0, 180.0)
         if lat is None or lon is None:
@@ -328,13 +420,18 @@ def create_app(config: GameConfig) -> ASGIApp:
             r = _round_for(game, request, rid)
             if r is None:
                 return _error(404, "unknown round")
-            if key not in r["keys"] or key not in game.cat.clips:
+            if key not in r["keys"]:
                 return _error(404, "clip not in this round")
-            clip = game.cat.clips[key]
+            clip = game.cat.clips.get(key)
+            if clip is None:
+                return _error(404, "clip no longer in the catalogue")
             d = _distance(lat, lon, clip.lat, clip.lon)
             s = _score(d)
+            address = game.hash_address(addr)
+            shown = game.new_reveals([key], r["player_id"], address)
             try:
                 with game.writing(), engine.begin() as conn:
+                    seen = game.seen_before(conn, key, r["player_id"], address)
                     conn.execute(
                         insert(guesses).values(
                             player_id=r["player_id"],
@@ -345,8 +442,10 @@ def create_app(config: GameConfig) -> ASGIApp:
                             distance_km=d,
                             geoscore=s,
                             created_at=now(),
+                            after_reveal=seen,
                         )
                     )
+                    game.insert_reveals(conn, shown)
                     total = conn.execute(
                         select(
                             func.coalesce(func.sum(guesses.c.geoscore), 0.0), func.count()
@@ -354,7 +453,9 @@ def create_app(config: GameConfig) -> ASGIApp:
                     ).one()
             except IntegrityError:
                 return _error(409, "this clip already has your guess in this round")
+            game.remember_reveals(shown)
             out = game.reveal(clip, lat, lon, d, s)
+            out["after_reveal"] = seen
             out["round"] = {
                 "score": round(float(total[0]), 1),
                 "guessed": int(total[1]),
@@ -376,9 +477,11 @@ def create_app(config: GameConfig) -> ASGIApp:
             ).first()
         if g is None:
             return _error(403, "the answer is shown only after your guess")
-        return JSONResponse(
-            game.reveal(game.cat.clips[key], g.latitude, g.longitude, g.distance_km, g.geoscore)
-        )
+        clip = game.cat.clips.get(key)
+        if clip is None:
+            return _error(404, "clip no longer in the catalogue")
+        game.shown([key], r["player_id"], game.hash_address(_address(request)))
+        return JSONResponse(game.reveal(clip, g.latitude, g.longitude, g.distance_km, g.geoscore))
 
     def leaderboard(request: Request) -> Response:
         from .board import board
@@ -412,6 +515,11 @@ def create_app(config: GameConfig) -> ASGIApp:
         yield
         engine.dispose()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+    )
     app.state.game = game
-    return RateLimiter(app, config.rate_per_s, config.burst)
+    requests = Limit(per_minute=config.rate_per_s * 60.0, burst=config.burst)
+    return Guard(app, requests=requests, trusted_proxies=config.trusted_proxies)

@@ -3,10 +3,17 @@
 The export writes the players' guesses in the prediction layout that
 :func:`agl_fast.evaluate.readers.read_predictions` reads, so that
 ``agl-fast evaluate Human.parquet --truth ...`` scores people like any model.
+
+Only blind guesses are ranked or exported: a player's first guess of a clip,
+and not one stored as ``after_reveal`` (the player or the client address had
+already been shown that clip's answer). The leaderboard lists the others as
+flagged, unranked entries and counts them; the export leaves them out and
+logs how many.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -20,6 +27,8 @@ from .db import guesses
 
 if TYPE_CHECKING:
     from .app import Game
+
+_log = logging.getLogger("agl_fast.game")
 
 
 def first_guesses(rows: Sequence[Any]) -> list[Any]:
@@ -38,46 +47,54 @@ def first_guesses(rows: Sequence[Any]) -> list[Any]:
     return out
 
 
+def _entry(name: str, kind: str, me: bool, vals: Sequence[tuple[float, float]]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": kind,
+        "me": me,
+        "n": len(vals),
+        "distance_km": round(sum(v[0] for v in vals) / len(vals), 1),
+        "geoscore": round(sum(v[1] for v in vals) / len(vals), 1),
+        "after_reveal": False,
+    }
+
+
 def board(game: Game, keys: list[str] | None, me: str | None) -> dict[str, Any]:
     """Mean GeoScore and distance of every player and model over the same clips.
 
     ``keys``: the clips to rank on (a round's), or ``None`` for every clip
     somebody has guessed. A model is ranked on the clips of that set that
     were guessed; a model refusal counts 10,000 km, as in the AGL1K scoring.
+    Players and the crowd ("all players") are ranked on blind guesses only;
+    a player's guesses made after the answer was shown to them or to their
+    address form a separate entry with ``after_reveal`` true, listed after the
+    ranked ones without a rank; ``after_reveal`` at the top counts them.
     """
-    q = select(guesses.c.player_id, guesses.c.clip_key, guesses.c.distance_km, guesses.c.geoscore)
+    q = select(
+        guesses.c.player_id,
+        guesses.c.clip_key,
+        guesses.c.distance_km,
+        guesses.c.geoscore,
+        guesses.c.after_reveal,
+    )
     if keys is not None:
         q = q.where(guesses.c.clip_key.in_(keys))
     with game.engine.connect() as conn:
         rows = first_guesses(conn.execute(q.order_by(guesses.c.id)).all())
     per: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    late: dict[str, list[tuple[float, float]]] = defaultdict(list)
     clips: set[str] = set()
-    for pid, key, d, s in rows:
-        per[pid].append((d, s))
+    for pid, key, d, s, after in rows:
+        (late if after else per)[pid].append((d, s))
         clips.add(key)
+    blind = [(r[2], r[3]) for r in rows if not r[4]]
     entries: list[dict[str, Any]] = []
     for pid, vals in per.items():
         entries.append(
-            {
-                "name": "you" if pid == me else f"player {pid[:6]}",
-                "kind": "human",
-                "me": pid == me,
-                "n": len(vals),
-                "distance_km": round(sum(v[0] for v in vals) / len(vals), 1),
-                "geoscore": round(sum(v[1] for v in vals) / len(vals), 1),
-            }
+            _entry("you" if pid == me else f"player {pid[:6]}", "human", pid == me, vals)
         )
-    if rows:
-        entries.append(
-            {
-                "name": "all players",
-                "kind": "crowd",
-                "me": False,
-                "n": len(rows),
-                "distance_km": round(sum(r[2] for r in rows) / len(rows), 1),
-                "geoscore": round(sum(r[3] for r in rows) / len(rows), 1),
-            }
-        )
+    if blind:
+        entries.append(_entry("all players", "crowd", False, blind))
     for model in game.cat.model_names:
         vals = [
             (m["distance_km"], m["geoscore"])
@@ -86,18 +103,20 @@ def board(game: Game, keys: list[str] | None, me: str | None) -> dict[str, Any]:
             if m["model"] == model
         ]
         if vals:
-            entries.append(
-                {
-                    "name": model,
-                    "kind": "model",
-                    "me": False,
-                    "n": len(vals),
-                    "distance_km": round(sum(v[0] for v in vals) / len(vals), 1),
-                    "geoscore": round(sum(v[1] for v in vals) / len(vals), 1),
-                }
-            )
+            entries.append(_entry(model, "model", False, vals))
     entries.sort(key=lambda e: (-e["geoscore"], e["name"]))
-    return {"clips": sorted(clips), "entries": entries[:100]}
+    flagged = []
+    for pid, vals in late.items():
+        name = "you" if pid == me else f"player {pid[:6]}"
+        e = _entry(f"{name} (after the answer was shown)", "human", pid == me, vals)
+        e["after_reveal"] = True
+        flagged.append(e)
+    flagged.sort(key=lambda e: (not e["me"], -e["geoscore"], e["name"]))
+    return {
+        "clips": sorted(clips),
+        "entries": (entries + flagged)[:100],
+        "after_reveal": {"guesses": len(rows) - len(blind), "players": len(late)},
+    }
 
 
 def _spherical_mean(lat: np.ndarray, lon: np.ndarray) -> tuple[float, float]:
@@ -115,8 +134,10 @@ def export_guesses(engine: Engine, path: str | Path) -> int:
     """Write all guesses as a "Human" prediction file; returns the number of clips.
 
     One row per clip (the evaluator keeps one answer per ``question_id``):
-    the crowd's guess, the spherical mean of every player's first guess for
-    that clip, with ``n_guesses`` (the number of players) beside it.
+    the crowd's guess, the spherical mean of every player's first, blind
+    guess for that clip, with ``n_guesses`` (the number of players) beside
+    it. Guesses stored as ``after_reveal`` are left out (and counted in the
+    log); a clip with no blind guess has no row.
     Coordinates only: people click a point, so the city, country and
     continent columns are empty.
     """
@@ -126,12 +147,22 @@ def export_guesses(engine: Engine, path: str | Path) -> int:
     with engine.connect() as conn:
         rows = conn.execute(
             select(
-                guesses.c.player_id, guesses.c.clip_key, guesses.c.latitude, guesses.c.longitude
+                guesses.c.player_id,
+                guesses.c.clip_key,
+                guesses.c.latitude,
+                guesses.c.longitude,
+                guesses.c.after_reveal,
             ).order_by(guesses.c.id)
         ).all()
     by_clip: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for _, key, lat, lon in first_guesses(rows):
-        by_clip[key].append((lat, lon))
+    late = 0
+    for _, key, lat, lon, after in first_guesses(rows):
+        if after:
+            late += 1
+        else:
+            by_clip[key].append((lat, lon))
+    if late:
+        _log.info("export: %d guesses made after the answer was shown are left out", late)
     cols: dict[str, list[Any]] = defaultdict(list)
     for key, pts in sorted(by_clip.items()):
         arr = np.asarray(pts, dtype=np.float64)

@@ -3,6 +3,7 @@
     agl-fast serve --demo
     agl-fast serve --truth geoLocalization_schema.csv --audio-dir DIR \\
         [--predictions DIR] [--db URL] [--host 127.0.0.1] [--port 8000]
+        [--trusted-proxy ADDRESS_OR_NETWORK ...]
     agl-fast serve --db URL --export Human.parquet
 """
 
@@ -29,8 +30,46 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="TCP port")
     p.add_argument("--round-size", type=int, default=5, help="clips per round")
-    p.add_argument("--rate", type=float, default=20.0, help="requests/s allowed per client")
-    p.add_argument("--burst", type=int, default=60, help="request burst allowed per client")
+    from .limits import (
+        GUESSES_PER_ADDRESS,
+        GUESSES_PER_PLAYER,
+        REQUESTS_PER_ADDRESS,
+        ROUNDS_PER_ADDRESS,
+        ROUNDS_PER_PLAYER,
+    )
+
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=REQUESTS_PER_ADDRESS.per_second,
+        help=f"requests/s allowed per client address (default {REQUESTS_PER_ADDRESS.per_second:g})",
+    )
+    p.add_argument(
+        "--burst",
+        type=int,
+        default=REQUESTS_PER_ADDRESS.burst,
+        help=f"request burst allowed per client address (default {REQUESTS_PER_ADDRESS.burst})",
+    )
+    for flag, default, what in (
+        ("--round-limit-player", ROUNDS_PER_PLAYER, "new rounds per player"),
+        ("--round-limit-address", ROUNDS_PER_ADDRESS, "new rounds per client address"),
+        ("--guess-limit-player", GUESSES_PER_PLAYER, "guesses per player"),
+        ("--guess-limit-address", GUESSES_PER_ADDRESS, "guesses per client address"),
+    ):
+        p.add_argument(
+            flag,
+            metavar="PER_MIN/BURST",
+            default=str(default),
+            help=f"{what}: a minute, after a burst (default {default})",
+        )
+    p.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="a reverse proxy (address or network) whose X-Forwarded-For is believed; "
+        "repeatable (default: none, the peer is the client)",
+    )
     p.add_argument("--secure-cookie", action="store_true", help="mark the cookie Secure (HTTPS)")
     p.add_argument(
         "--export", metavar="PARQUET", help="write all guesses as a Human prediction file and exit"
@@ -57,6 +96,23 @@ def run(args: argparse.Namespace) -> int:
     from ..exceptions import ParameterError
     from .app import GameConfig, create_app
     from .clips import load_catalogue, write_demo
+    from .limits import ClientAddress, Limit
+
+    try:
+        round_player, round_address, guess_player, guess_address = (
+            Limit.parse(getattr(args, name))
+            for name in (
+                "round_limit_player",
+                "round_limit_address",
+                "guess_limit_player",
+                "guess_limit_address",
+            )
+        )
+        ClientAddress(args.trusted_proxy)
+        Limit(per_minute=args.rate * 60.0, burst=args.burst)
+    except ParameterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
     tmp = None
     if args.demo or args.truth is None:
@@ -82,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
         rate_per_s=args.rate,
         burst=args.burst,
         secure_cookie=args.secure_cookie,
+        trusted_proxies=tuple(args.trusted_proxy),
+        round_limit_player=round_player,
+        round_limit_address=round_address,
+        guess_limit_player=guess_player,
+        guess_limit_address=guess_address,
     )
     app = create_app(config)
     print(
@@ -90,7 +151,16 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        # The app reads X-Forwarded-For itself, from --trusted-proxy peers only;
+        # uvicorn's own handling would believe any client on 127.0.0.1.
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            proxy_headers=False,
+            server_header=False,
+        )
     finally:
         if tmp is not None:
             tmp.cleanup()

@@ -4,15 +4,21 @@ SQLite (a file) by default, PostgreSQL by URL (``postgresql+psycopg://...``).
 The schema version lives in the table ``agl_schema_version``; :func:`migrate`
 applies every migration above it in order, each in its own transaction, so
 that an older database is brought up to date when the server starts.
-Players are anonymous random ids; nothing personal is stored.
+Players are anonymous random ids. Client addresses are kept only as a
+salted hash (table ``reveals``), to mark guesses made after the same address
+was shown the answer; the salt is random per database (``agl_settings``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from collections.abc import Callable
 from datetime import datetime, timezone
 
 from sqlalchemy import (
+    Boolean,
     Column,
     Connection,
     DateTime,
@@ -27,10 +33,13 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    false,
     inspect,
     select,
     text,
 )
+
+from ..exceptions import ParameterError
 
 metadata = MetaData()
 
@@ -62,7 +71,28 @@ guesses = Table(
     Column("distance_km", Float, nullable=False),
     Column("geoscore", Float, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # v3: the player, or the address, had been shown this clip's answer before
+    Column("after_reveal", Boolean, nullable=False, server_default=false()),
     UniqueConstraint("player_id", "round_id", "clip_key", name="uq_guess_once"),
+)
+
+# v3: every showing of a clip's answer, by player and by (hashed) client address
+reveals = Table(
+    "reveals",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("clip_key", String(200), nullable=False),
+    Column("player_id", String(32), ForeignKey("players.id"), nullable=False),
+    Column("address", String(32), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("clip_key", "player_id", "address", name="uq_reveal_once"),
+)
+
+settings = Table(
+    "agl_settings",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
 )
 
 version_table = Table(
@@ -74,9 +104,24 @@ version_table = Table(
 
 
 def _v1_tables(conn: Connection) -> None:
-    players.create(conn)
-    rounds.create(conn)
-    guesses.create(conn)
+    # The tables as version 1 made them: later columns come from their migrations.
+    md = MetaData()
+    players.to_metadata(md).create(conn)
+    rounds.to_metadata(md).create(conn)
+    Table(
+        "guesses",
+        md,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("player_id", String(32), ForeignKey("players.id"), nullable=False),
+        Column("round_id", String(32), ForeignKey("rounds.id"), nullable=False),
+        Column("clip_key", String(200), nullable=False),
+        Column("latitude", Float, nullable=False),
+        Column("longitude", Float, nullable=False),
+        Column("distance_km", Float, nullable=False),
+        Column("geoscore", Float, nullable=False),
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        UniqueConstraint("player_id", "round_id", "clip_key", name="uq_guess_once"),
+    ).create(conn)
 
 
 def _v2_clip_index(conn: Connection) -> None:
@@ -84,9 +129,18 @@ def _v2_clip_index(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_guesses_clip_key ON guesses (clip_key)"))
 
 
+def _v3_reveals(conn: Connection) -> None:
+    conn.execute(text("ALTER TABLE guesses ADD COLUMN after_reveal BOOLEAN NOT NULL DEFAULT FALSE"))
+    reveals.create(conn)
+    conn.execute(text("CREATE INDEX ix_reveals_clip_address ON reveals (clip_key, address)"))
+    settings.create(conn)
+    conn.execute(settings.insert().values(name="address_salt", value=secrets.token_hex(16)))
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "players, rounds, guesses", _v1_tables),
     (2, "index of guesses by clip", _v2_clip_index),
+    (3, "reveals, guesses.after_reveal, address salt", _v3_reveals),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -134,3 +188,26 @@ def migrate(engine: Engine, target: int = SCHEMA_VERSION) -> int:
                 conn.execute(version_table.insert().values(version=v, applied_at=now()))
             version = v
     return version
+
+
+def address_hasher(engine: Engine) -> Callable[[str], str]:
+    """The function that turns a client address key into what the database stores.
+
+    HMAC-SHA256 under the database's random salt, 32 hex digits: equal
+    addresses match across server restarts, and the table never holds an
+    address in clear (though anyone with the database and its salt can test
+    candidate addresses, as the IPv4 space is small).
+    """
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(settings.c.value).where(settings.c.name == "address_salt")
+        ).first()
+    if row is None:
+        raise ParameterError("the game database has no address salt: run migrate() first")
+    salt = bytes.fromhex(row[0])
+
+    def digest(addr: str) -> str:
+        mac = hmac.new(salt, addr.encode("utf-8", "surrogatepass"), hashlib.sha256)
+        return mac.hexdigest()[:32]
+
+    return digest

@@ -182,10 +182,12 @@
     const b = await api("/api/leaderboard?round_id=" + encodeURIComponent(state.round.round_id));
     const tb = $("leaders").querySelector("tbody");
     tb.replaceChildren();
-    b.entries.forEach((e, i) => {
+    let rank = 0;
+    b.entries.forEach((e) => {
       const tr = document.createElement("tr");
-      if (e.me) tr.className = "me";
-      cell(tr, String(i + 1));
+      // guesses made after the answer was shown are listed, unranked
+      tr.className = [e.me ? "me" : "", e.after_reveal ? "late" : ""].join(" ").trim();
+      cell(tr, e.after_reveal ? "\u2013" : String(++rank));
       cell(tr, e.name + (e.kind === "model" ? " (model)" : ""));
       cell(tr, String(e.n));
       cell(tr, fmtKm(e.distance_km));
