@@ -53,7 +53,10 @@ def test_cli_agl1k_on_shared_files(tmp_path, capsys, shared_dir):
     row = tidy[(tidy.model == "qwen25-omni") & (tidy.subset == "all") & (tidy.metric == "geoscore")]
     assert round(float(row["value"].iloc[0]), 2) == 1317.74
     assert float(row["ci_low"].iloc[0]) < 1317.74 < float(row["ci_high"].iloc[0])
-    assert "qwen25-omni | agl1k | 1317.74" in (tmp_path / "leaderboard.md").read_text()
+    assert (
+        "| qwen25-omni | agl1k | 1442 | 99.9% | 1317.74 |"
+        in (tmp_path / "leaderboard.md").read_text()
+    )
     log = json.loads((tmp_path / "report.json").read_text())
     assert log["gemini-3-pro-preview"]["join_agl1k"]["n_scored"] == 263
     assert "1317.74" in capsys.readouterr().out
@@ -75,12 +78,12 @@ def test_headline_agl1k_with_strict_beside_baselines_and_regions(tmp_path, capsy
     assert rc == 0
     board = (tmp_path / "leaderboard.md").read_text()
     assert board.index("## agl1k") < board.index("## strict")
-    assert "| qwen25-omni | agl1k | 1317.74 | 5476.83 |" in board
+    assert "| qwen25-omni | agl1k | 1442 | 99.9% | 1317.74 | 5476.83 |" in board
     # B.7 as worded: the middle clip after sorting by (latitude, longitude); the
     # densest 10-degree cell's centre; RANDOM uniform in degrees (seed 0)
-    assert "| median-location | agl1k | 1986.98 | 3579.76 |" in board
-    assert "| densest-region | agl1k | 1875.53 | 3559.60 |" in board
-    assert "| RANDOM | agl1k | 144.39 | 9882.90 |" in board
+    assert "| median-location | agl1k | 1444 | 100.0% | 1986.98 | 3579.76 |" in board
+    assert "| densest-region | agl1k | 1444 | 100.0% | 1875.53 | 3559.60 |" in board
+    assert "| RANDOM | agl1k | 1444 | 100.0% | 144.39 | 9882.90 |" in board
     tidy = pd.read_parquet(tmp_path / "metrics.parquet")
     assert set(tidy["mode"]) == {"agl1k", "strict"}
     cont = pd.read_csv(tmp_path / "qwen25-omni.agl1k.by_continent.csv")

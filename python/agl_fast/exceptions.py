@@ -7,16 +7,20 @@ single mapping in the binding. Each also derives from the matching builtin
 
 from __future__ import annotations
 
+import signal
+
 __all__ = [
     "AglError",
     "AglIOError",
     "AudioDecodeError",
     "InternalError",
+    "InvalidCoordinatesError",
     "ModelStateError",
     "NonFiniteError",
     "NotAcceleratedError",
     "ParameterError",
     "ResourceLimitError",
+    "RunInterrupted",
     "ShapeError",
 ]
 
@@ -31,6 +35,11 @@ class ParameterError(AglError, ValueError):
 
 class ShapeError(ParameterError):
     """An input array or batch has the wrong shape, length or channel count."""
+
+
+class InvalidCoordinatesError(ParameterError):
+    """A latitude or longitude that is missing where required, not numeric,
+    not finite or out of range (see :mod:`agl_fast.coords`)."""
 
 
 class NonFiniteError(ParameterError):
@@ -62,3 +71,17 @@ class ModelStateError(AglError, RuntimeError):
 class InternalError(AglError, RuntimeError):
     """A bug inside agl-fast (for example a panic in the Rust core); the
     same class whichever thread the failure happened on."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by SIGINT or SIGTERM after saving its finished work;
+    ``signum`` says which (the command line exits ``128 + signum``). A
+    ``KeyboardInterrupt``, so code that stops on Ctrl-C stops on it."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = int(signum)
+        try:
+            name = signal.Signals(self.signum).name
+        except ValueError:
+            name = f"signal {self.signum}"
+        super().__init__(f"interrupted by {name}")

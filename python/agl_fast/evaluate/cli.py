@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import AglError
+from ..exceptions import AglError, ParameterError
+
+_log = logging.getLogger("agl_fast.evaluate")
 
 # Kept free of heavy imports: the evaluation stack (pandas, ...) loads in run().
 MODES = ("agl1k", "strict")
@@ -74,28 +77,79 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def _check_join(path: str, jr: Any, truth_path: str, pred: Any, truth: Any) -> None:
+    """Raise when a prediction file matches no truth key; warn on partial matches."""
+    if jr.n_scored == 0:
+        if jr.n_predictions == 0:
+            raise ParameterError(f"{path}: no predictions to score (the file holds no answers)")
+        if jr.n_excluded_answered == jr.n_predictions:
+            raise ParameterError(
+                f"{path}: every one of its {jr.n_predictions} predictions is for a truth clip "
+                "with invalid coordinates; nothing can be scored"
+            )
+        p_keys = ", ".join(repr(k) for k in pred["question_id"].head(3))
+        t_keys = ", ".join(repr(str(k)) for k in truth["key"].head(3))
+        raise ParameterError(
+            f"{path}: none of its {jr.n_predictions} predictions matches a key of the truth "
+            f"{truth_path} (predictions: {p_keys}, ...; truth: {t_keys}, ...): is --truth "
+            "the ground truth these answers were made for?"
+        )
+    if jr.n_unknown_keys:
+        _log.warning(
+            "%s: %d of %d predictions match no truth key and are not scored",
+            path, jr.n_unknown_keys, jr.n_predictions,
+        )  # fmt: skip
+    if jr.n_excluded_answered:
+        _log.warning(
+            "%s: %d predictions are for truth clips with invalid coordinates and are not scored",
+            path, jr.n_excluded_answered,
+        )  # fmt: skip
+
+
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
     import pandas as pd
 
     from .baselines import PAPER_BASELINES, baseline_predictions
     from .metrics import continent_confusion
-    from .readers import model_name, read_predictions, read_truth
-    from .report import leaderboard, regional_table, tidy_metrics
-    from .score import score
+    from .readers import COORDINATE_PROBLEM, model_name, read_predictions, read_truth
+    from .report import (
+        COMMON,
+        coverage_note,
+        leaderboard,
+        regional_table,
+        tidy_metrics,
+        truth_subset_sizes,
+    )
+    from .score import join, score
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     truth = read_truth(args.truth)
+    excluded = truth[truth[COORDINATE_PROBLEM].notna()]
+    scorable = truth[truth[COORDINATE_PROBLEM].isna()]
+    sizes = truth_subset_sizes(scorable)
     aliases = args.aliases or str(Path(args.truth).with_name("agl1k_country_aliases.tsv"))
     modes: tuple[Any, ...] = MODES if args.mode == "both" else (args.mode,)
     inputs: list[tuple[str, Any, dict[str, Any]]] = []
+    answered: dict[str, Any] = {}
     for path in args.pred:
         pred, rr = read_predictions(path)
-        inputs.append((model_name(path), pred, {"read": vars(rr)}))
+        name = model_name(path)
+        if name in answered:
+            raise ParameterError(f"{path}: a second prediction file of the model {name!r}")
+        joined, jr = join(pred, truth)
+        _check_join(path, jr, args.truth, pred, truth)
+        answered[name] = joined["question_id"]
+        cover = {"n": jr.n_scored, "n_truth": len(scorable), "coverage": jr.coverage}
+        inputs.append((name, pred, {"read": vars(rr), "coverage": cover}))
+    common, warning = coverage_note(answered, len(scorable))
+    if warning:
+        _log.warning("%s", warning)
+    compare = common if warning and common else None
     if args.baselines:
         for row, name in PAPER_BASELINES.items():
             inputs.append((row, baseline_predictions(truth, name, seed=args.seed), {}))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     tables: list[Any] = []
     log: dict[str, dict[str, Any]] = {}
     dists: dict[str, Any] = {}
@@ -107,7 +161,8 @@ def _run(args: argparse.Namespace) -> int:
             scored.insert(0, "model", model)
             tag = f"{model}.{mode}"
             scored.to_parquet(out / f"{tag}.rows.parquet", index=False)
-            tables.append(tidy_metrics(model, scored, n_boot=args.n_boot, seed=args.seed))
+            tables.append(tidy_metrics(model, scored, n_boot=args.n_boot, seed=args.seed,
+                                       truth_sizes=sizes, common=compare))  # fmt: skip
             if model in PAPER_BASELINES:
                 continue
             confusions[tag] = continent_confusion(scored)
@@ -120,6 +175,7 @@ def _run(args: argparse.Namespace) -> int:
                 located["latitude"].to_numpy(np.float64),
                 located["longitude"].to_numpy(np.float64),
                 located["distance_km"].to_numpy(np.float64),
+                jr.coverage,
             )
             for by, suffix in REGIONS.items():
                 regional_table(scored, by, n_boot=args.n_boot, seed=args.seed).to_csv(
@@ -129,13 +185,29 @@ def _run(args: argparse.Namespace) -> int:
     tidy = pd.concat(tables, ignore_index=True)
     tidy.to_parquet(out / "metrics.parquet", index=False)
     tidy.to_csv(out / "metrics.csv", index=False)
-    board = "".join(
-        f"## {m}{' (headline: the published rules)' if m == 'agl1k' else ''}\n\n"
-        + leaderboard(tidy[tidy["mode"] == m])
-        + "\n"
-        for m in modes
-    )
+    head = f"truth: {Path(args.truth).name}, {len(scorable)} scorable clips"
+    if len(excluded):
+        head += f" ({len(excluded)} more excluded: invalid coordinates)"
+    board = head + "\n\n" + (f"**Warning:** {warning}.\n\n" if warning else "")
+    for m in modes:
+        part = tidy[tidy["mode"] == m]
+        board += f"## {m}{' (headline: the published rules)' if m == 'agl1k' else ''}\n\n"
+        board += leaderboard(part) + "\n"
+        if compare:
+            board += f"### common subset ({m}): the {len(compare)} clips every run answered\n\n"
+            board += leaderboard(part, subset=COMMON) + "\n"
     (out / "leaderboard.md").write_text(board, encoding="utf-8")
+    log["truth"] = {
+        "path": str(args.truth),
+        "n_rows": len(truth),
+        "n_scorable": len(scorable),
+        "n_excluded_invalid_coordinates": len(excluded),
+        "excluded": [
+            {"key": str(k), "reason": str(r)}
+            for k, r in zip(excluded["key"], excluded[COORDINATE_PROBLEM], strict=True)
+        ],
+    }
+    log["comparison"] = {"same_clips": not warning, "n_common": len(common), "warning": warning}
     (out / "report.json").write_text(json.dumps(log, indent=2, default=str), encoding="utf-8")
     if args.cues:
         from .cues import cue_table, save_cue_chart
@@ -148,11 +220,13 @@ def _run(args: argparse.Namespace) -> int:
         from .figures import confusion_heatmap, error_cdfs, error_map
 
         for tag, conf in confusions.items():
-            confusion_heatmap(conf, tag, out / f"{tag}.confusion.png")
+            n = len(maps[tag][2])
+            confusion_heatmap(conf, f"{tag} (n={n})", out / f"{tag}.confusion.png")
         for mode in modes:
             d = {k.rsplit(".", 1)[0]: v for k, v in dists.items() if k.endswith(f".{mode}")}
             error_cdfs(d, f"distance error ({mode})", out / f"error_cdf.{mode}.png")
-        for tag, (lat, lon, d) in maps.items():
-            error_map(lat, lon, d, f"{tag}: error by recording location", out / f"{tag}.map.png")
+        for tag, (lat, lon, d, cov) in maps.items():
+            title = f"{tag}: error by recording location (n={len(d)}, {cov:.1%} of the truth)"
+            error_map(lat, lon, d, title, out / f"{tag}.map.png")
     print(board, end="")
     return 0

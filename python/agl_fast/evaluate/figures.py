@@ -2,15 +2,12 @@
 and world maps of the ground truth coloured by each model's error.
 
 The map is drawn offline from the Natural Earth 1:110m country outlines that
-agl-fast ships for its listening game (``agl_fast/game/static/world.json``,
-public domain): no tile server, no download.
+agl-fast ships (:mod:`agl_fast.worldmap`, public domain): no tile server,
+no download.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import ParameterError
+from ..worldmap import world_rings
 
 
 def _pyplot():  # type: ignore[no-untyped-def]
@@ -84,16 +82,9 @@ def error_cdfs(distances: dict[str, np.ndarray], title: str, path: str | Path) -
 
 def world_outlines() -> list[np.ndarray]:
     """Country outline rings as ``[n, 2]`` arrays of (longitude, latitude) in
-    degrees, from the shipped Natural Earth 1:110m countries."""
-    text = resources.files("agl_fast.game").joinpath("static/world.json").read_text("utf-8")
-    rings: list[np.ndarray] = []
-    for country in json.loads(text)["countries"]:
-        for part in re.split(r"[MZ]", country["d"]):
-            nums = np.array(part.split(), dtype=np.float64)
-            if nums.size >= 6:
-                xy = nums.reshape(-1, 2)
-                rings.append(np.column_stack([xy[:, 0], -xy[:, 1]]))  # y = -latitude
-    return rings
+    degrees, from the shipped Natural Earth 1:110m countries
+    (:func:`agl_fast.worldmap.world_rings`)."""
+    return world_rings()
 
 
 def error_map(

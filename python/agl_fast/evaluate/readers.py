@@ -12,14 +12,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .. import manifest
+from ..coords import validate_coordinates
 from ..exceptions import ParameterError
+
+_log = logging.getLogger("agl_fast.evaluate")
 
 PREDICTION_COLUMNS = (
     "question_id",
@@ -33,6 +38,10 @@ PREDICTION_COLUMNS = (
 )
 
 TRUTH_COLUMNS = manifest.AGL1K_COLUMNS
+
+#: Column :func:`read_truth` adds: what is wrong with a row's coordinates
+#: (None where they are valid numbers in range).
+COORDINATE_PROBLEM = "coordinate_problem"
 
 CATEGORY_COLUMNS = {
     "Animal": "animal",
@@ -184,6 +193,14 @@ def read_truth(path: str | Path) -> pd.DataFrame:
     :data:`agl_fast.manifest.AGL1K_COLUMNS`) and checks that keys are unique
     (``mp3name`` is not: rows are keyed by ``key``).
 
+    Coordinates are checked by :func:`agl_fast.coords.validate_coordinates`:
+    ``latitude`` and ``longitude`` become float64 degrees, NaN where a value
+    is missing, not a number, not finite or out of range (never wrapped),
+    and the :data:`COORDINATE_PROBLEM` column says why. Such rows are kept,
+    counted in a warning, and left out of scoring by
+    :func:`~agl_fast.evaluate.score` (which counts them again in its
+    :class:`~agl_fast.evaluate.JoinReport`).
+
     Raises
     ------
     ParameterError
@@ -194,7 +211,23 @@ def read_truth(path: str | Path) -> pd.DataFrame:
     if missing:
         raise ParameterError(f"{path}: ground truth needs columns {missing}")
     df = table.to_pandas()
-    for c in ("longitude", "latitude", "altitude", "mp3seconds", *CATEGORY_COLUMNS.values()):
+    lat, lon, reasons = validate_coordinates(
+        df["latitude"].tolist(), df["longitude"].tolist(), missing_ok=False
+    )
+    df["latitude"] = np.asarray(lat, dtype=np.float64)
+    df["longitude"] = np.asarray(lon, dtype=np.float64)
+    df[COORDINATE_PROBLEM] = pd.Series(list(reasons), index=df.index, dtype=object)
+    bad = df[df[COORDINATE_PROBLEM].notna()]
+    if len(bad):
+        shown = "; ".join(
+            f"{k}: {r}" for k, r in zip(bad["key"][:5], bad[COORDINATE_PROBLEM][:5], strict=True)
+        )
+        more = f"; {len(bad) - 5} more" if len(bad) > 5 else ""
+        _log.warning(
+            "%s: %d of %d truth rows have invalid coordinates and are not scored (%s%s)",
+            path, len(bad), len(df), shown, more,
+        )  # fmt: skip
+    for c in ("altitude", "mp3seconds", *CATEGORY_COLUMNS.values()):
         if c in df.columns:
             df[c] = pd.to_numeric(df[c], errors="coerce")
     if "human_sounds" in df.columns:

@@ -8,9 +8,10 @@ from typing import Literal
 
 import pandas as pd
 
+from ..coords import validate_coordinates
 from ..exceptions import ParameterError
 from . import agl1k, strict
-from .readers import CATEGORY_COLUMNS
+from .readers import CATEGORY_COLUMNS, COORDINATE_PROBLEM
 
 Mode = Literal["agl1k", "strict"]
 MODES = ("agl1k", "strict")
@@ -18,19 +19,52 @@ MODES = ("agl1k", "strict")
 
 @dataclass
 class JoinReport:
-    """Counts of the prediction/truth join."""
+    """Counts of the prediction/truth join.
+
+    ``n_truth`` truth clips, of which ``n_truth_excluded`` have invalid
+    coordinates (:data:`COORDINATE_PROBLEM`) and are never scored (an answer
+    to one of them is counted in ``n_excluded_answered``); ``n_scored`` of
+    the others were answered, ``n_truth_unanswered`` were not.
+    """
 
     n_predictions: int
     n_scored: int
     n_unknown_keys: int
     n_truth_unanswered: int
+    n_truth: int = 0
+    n_truth_excluded: int = 0
+    n_excluded_answered: int = 0
+
+    @property
+    def coverage(self) -> float:
+        """Share of the scorable truth clips that were answered (NaN for none)."""
+        usable = self.n_truth - self.n_truth_excluded
+        return self.n_scored / usable if usable > 0 else float("nan")
+
+
+def truth_problems(truth: pd.DataFrame) -> pd.Series:
+    """What is wrong with each truth row's coordinates: a reason, or None
+    where they are valid numbers in range.
+
+    Uses the table's :data:`COORDINATE_PROBLEM` column when it has one, else
+    checks ``latitude`` and ``longitude`` (:func:`agl_fast.coords.validate_coordinates`).
+    """
+    if COORDINATE_PROBLEM in truth.columns:
+        col = truth[COORDINATE_PROBLEM]
+        return col.where(col.notna(), None)
+    _, _, reasons = validate_coordinates(
+        truth["latitude"].tolist(), truth["longitude"].tolist(), missing_ok=False
+    )
+    return pd.Series(list(reasons), index=truth.index, dtype=object)
 
 
 def join(pred: pd.DataFrame, truth: pd.DataFrame) -> tuple[pd.DataFrame, JoinReport]:
     """Inner join of predictions (``question_id``) and truth (``key``).
 
     Predictions for keys not in the truth are dropped and counted; truth
-    clips without an answer are counted (they are not scored).
+    clips without an answer are counted (they are not scored); truth clips
+    with invalid coordinates (:func:`truth_problems`) are left out and
+    counted, with the answers given to them.
     """
     keep = [
         "key",
@@ -42,7 +76,9 @@ def join(pred: pd.DataFrame, truth: pd.DataFrame) -> tuple[pd.DataFrame, JoinRep
         "human_sounds",
         *CATEGORY_COLUMNS.values(),
     ]
-    t = truth[[c for c in keep if c in truth.columns]]
+    bad = truth_problems(truth).notna().to_numpy()
+    t_all = truth[[c for c in keep if c in truth.columns]]
+    t = t_all[~bad]
     p = pred.drop(
         columns=[c for c in keep[1:] if c in pred.columns], errors="ignore"
     ).drop_duplicates("question_id")
@@ -50,8 +86,11 @@ def join(pred: pd.DataFrame, truth: pd.DataFrame) -> tuple[pd.DataFrame, JoinRep
     report = JoinReport(
         n_predictions=len(p),
         n_scored=len(j),
-        n_unknown_keys=int((~p["question_id"].isin(t["key"])).sum()),
+        n_unknown_keys=int((~p["question_id"].isin(t_all["key"])).sum()),
         n_truth_unanswered=int((~t["key"].isin(p["question_id"])).sum()),
+        n_truth=len(truth),
+        n_truth_excluded=int(bad.sum()),
+        n_excluded_answered=int(p["question_id"].isin(t_all["key"][bad]).sum()),
     )
     return j.reset_index(drop=True), report
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from .._onnx import DEVICES
-from ..exceptions import AglError
-from .demo import write_demo_corpus
+from ..exceptions import AglError, RunInterrupted
+from .demo import demo_directories, output_note, write_demo_corpus
 from .filter_flags import add_filter_flags, filter_options
 from .inputs import Inputs, discover, read_manifest
 from .run import CurateConfig, curate
@@ -45,7 +44,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="directory or glob of audio files; or 'merge' followed by the run "
         "directories to join into --out",
     )
-    p.add_argument("--out", help="output directory (default with --demo: a temp dir)")
+    p.add_argument(
+        "--out",
+        help="output directory (default with --demo: a new folder under the temporary "
+        "directory, kept and printed; the demo corpus goes to OUT/demo-corpus)",
+    )
     p.add_argument("--manifest", help="CSV or Parquet manifest with key and path columns")
     p.add_argument("--audio-dir", help="folder the manifest's paths are relative to")
     p.add_argument("--sr", type=int, default=_DEFAULTS.sr, help="target sample rate in Hz")
@@ -243,12 +246,17 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``curate``; returns the process exit status."""
     if args.input and args.input[0] == "merge":
         return _merge(args)
-    tmp = None
+    if args.report:
+        # before the job: a missing matplotlib ends here with the pip line
+        from ..report import check_dependencies
+
+        check_dependencies()
     demo_dir = None
+    out = args.out
     if args.demo:
-        tmp = tempfile.TemporaryDirectory(prefix="agl-fast-demo-")
-        demo_dir = write_demo_corpus(Path(tmp.name) / "corpus")
-    out = args.out or (str(Path(tmp.name) / "out") if tmp else None)
+        demo_dir, demo_out = demo_directories(args.out)
+        write_demo_corpus(demo_dir)
+        out = str(demo_out)
     if out is None:
         print("agl-fast curate: --out DIR is required", file=sys.stderr)
         return 2
@@ -300,14 +308,17 @@ def run(args: argparse.Namespace) -> int:
     except (AglError, OSError, ValueError, ImportError) as exc:
         print(f"agl-fast curate: {exc}", file=sys.stderr)
         return 2
+    except RunInterrupted as exc:
+        # the finished rows are saved: exit as the signal's convention says
+        print(f"agl-fast curate: {exc}; continue with --resume --out {out}", file=sys.stderr)
+        return 128 + exc.signum
     finally:
-        if tmp is not None:
+        if demo_dir is not None:
             if not args.quiet:
                 _show_demo(Path(out))
-            tmp.cleanup()
+            print(output_note(out, demo_dir))
     if not args.quiet:
-        where = {"out": out} if args.out else {}
-        print(json.dumps({**where, **summary["counts"], **summary["this_run"]}, indent=2))
+        print(json.dumps({"out": out, **summary["counts"], **summary["this_run"]}, indent=2))
     counts = summary["counts"]
     failed, rows = counts["failed"], counts["rows"]
     share = failed / rows if rows else 0.0

@@ -1,16 +1,32 @@
 """A small synthetic corpus for ``agl-fast curate --demo``: stereo clips of
 birdsong-like chirps over noise, plus the kinds of bad files a real crawl
-holds (empty, truncated, not audio, silent, NaN-filled)."""
+holds (empty, truncated, not audio, silent, NaN-filled).
+
+``curate --demo`` keeps what it writes: the corpus and the run's output go
+to ``--out`` (the corpus in its ``demo-corpus`` folder) or, without
+``--out``, to a new folder under the system's temporary directory, and the
+command prints where (:func:`demo_directories`, :func:`output_note`).
+"""
 
 from __future__ import annotations
 
 import struct
+import tempfile
 import wave
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["write_demo_corpus"]
+__all__ = ["DEMO_CORPUS_DIR", "demo_directories", "output_note", "write_demo_corpus"]
+
+#: Folder of ``--out`` that ``curate --demo`` writes its corpus to.
+DEMO_CORPUS_DIR = "demo-corpus"
+#: Files of a curate output directory named by :func:`output_note`, with what they hold.
+_OUTPUT_FILES = (
+    ("curated.parquet", "one row per file"),
+    ("summary.json", "counts, parameters and timings"),
+    ("report.html", "the report page"),
+)
 
 
 def _write_wav16(path: Path, y: np.ndarray, sr: int) -> None:
@@ -69,3 +85,33 @@ def write_demo_corpus(directory: Path, n_clips: int = 8, seed: int = 0) -> Path:
     _write_wav16(bad / "silent.wav", np.zeros((2, 32000)), 32000)
     _write_float_wav(bad / "nan.wav", np.full((2, 8000), np.nan), 16000)
     return directory
+
+
+def demo_directories(out: str | Path | None) -> tuple[Path, Path]:
+    """``(corpus, out)`` folders of a demo run.
+
+    Parameters
+    ----------
+    out : str, Path or None
+        The ``--out`` given, or None for a new folder ``agl-fast-demo-*``
+        under the temporary directory (kept after the run: it is the
+        output).
+
+    Returns
+    -------
+    corpus, out : Path
+        ``out/demo-corpus`` and ``out``.
+    """
+    base = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="agl-fast-demo-"))
+    return base / DEMO_CORPUS_DIR, base
+
+
+def output_note(out: str | Path, corpus: str | Path | None = None) -> str:
+    """Lines saying where a run wrote its output: the folder, each file of
+    it that exists, and the corpus folder when given."""
+    out = Path(out).resolve()
+    lines = [f"output: {out}"]
+    lines += [f"  {name:16} {what}" for name, what in _OUTPUT_FILES if (out / name).exists()]
+    if corpus is not None:
+        lines.append(f"demo corpus: {Path(corpus).resolve()}")
+    return "\n".join(lines)
