@@ -55,14 +55,13 @@ class Limit:
     def parse(cls, text: str) -> Limit:
         """``"30/10"`` -> ``Limit(per_minute=30.0, burst=10)``."""
         rate, sep, burst = text.partition("/")
+        bad = ParameterError(f"a rate limit is PER_MINUTE/BURST such as 30/10, got {text!r}")
+        if not sep:
+            raise bad
         try:
-            if not sep:
-                raise ValueError(text)
             per_minute, n = float(rate), int(burst)
         except ValueError:
-            raise ParameterError(
-                f"a rate limit is PER_MINUTE/BURST such as 30/10, got {text!r}"
-            ) from None
+            raise bad from None
         return cls(per_minute, n)
 
     def __str__(self) -> str:
