@@ -21,17 +21,23 @@ Two stages, each an actor pool whose actors build their work once:
   ``num_gpus`` per actor, each holding one ONNX session, fed the decoded
   clips' channel mean by the CPU stage.
 
-:func:`curate_ray` drives a whole run into an output directory::
+:func:`curate_ray` drives a whole run into an output directory from the
+driver: it hands batches to the CPU actors itself (one at a time each) and
+writes their rows as they come back, through the same durable progress log
+and with the same layout as ``agl-fast curate`` on one machine
+(:mod:`agl_fast.pipeline.journal`)::
 
-    rows/*.parquet      rows as Ray writes them, every column (the
-                        ``features`` column included)
-    curated.parquet     every row but ``features``, in input order, the
-                        columns of ``agl-fast curate`` (at the end)
-    summary.json        counts, throughput, parameters
+    progress/part-NNNNN.log     rows of the part being filled (while running)
+    parts/*.parquet             finished rows (every column but ``features``)
+    features/*.parquet          ``key`` and ``features`` of the same rows
+    curated.parquet             every row, in input order (at the end)
+    summary.json                counts, throughput, parameters
 
-A restarted run (``resume=True``) reads the keys of ``rows/`` (only that
-column), deletes a file a killed writer left unreadable, and runs the
-other inputs: the final table equals an uninterrupted run's.
+A driver killed at any moment loses at most the batches in flight (one per
+CPU actor, plus those waiting for a tagging actor); SIGINT and SIGTERM
+flush before it stops. A restarted run (``resume=True``) redoes those and
+runs the inputs not started: the final table equals an uninterrupted run's.
+An actor that dies is restarted by Ray and its batch run again.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import json
 import logging
 import os
 import platform
+import signal
 import time
 import wave
 from collections.abc import Sequence
@@ -51,7 +58,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 try:
     import ray
@@ -62,10 +68,18 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from agl_fast import __version__
-from agl_fast.exceptions import ParameterError
+from agl_fast.exceptions import ParameterError, RunInterrupted
 from agl_fast.pipeline.batch import BatchConfig, BatchProcessor, _run_stage, build_stages
 from agl_fast.pipeline.inputs import AUDIO_EXTENSIONS, Inputs
-from agl_fast.pipeline.run import CurateConfig, _input_table, final_table, run_counts
+from agl_fast.pipeline.journal import LogContents, PartSink, read_log, read_parts
+from agl_fast.pipeline.run import (
+    CurateConfig,
+    _input_table,
+    final_table,
+    prepare_out,
+    run_counts,
+    stop_on_signals,
+)
 from agl_fast.pipeline.stages import Clips, atomic_write_parquet
 from agl_fast.pipeline.supervisor import Supervisor
 
@@ -84,8 +98,8 @@ _log = logging.getLogger("agl_fast.ray")
 #: the tagging actors (dropped by them).
 _TAG_AUDIO = "_tag_audio"
 
-#: Folder of ``curate_ray``'s output that Ray writes rows into.
-ROWS_DIR = "rows"
+#: Seconds between two looks at the flush schedule while actors run.
+_HEARTBEAT_S = 1.0
 
 
 @dataclass
@@ -178,8 +192,10 @@ class _Curator:
         return out
 
     def __del__(self) -> None:
-        if self.sup is not None:
-            self.sup.close()
+        # also called on the class Ray wraps for the actor, which has no sup
+        sup = getattr(self, "sup", None)
+        if sup is not None:
+            sup.close()
 
 
 def _probe_table(sr: int) -> pa.Table:
@@ -420,34 +436,99 @@ def curate_dataset(
     return ds
 
 
-def _row_files(rows_dir: Path) -> list[Path]:
-    return sorted(rows_dir.glob("*.parquet"))
-
-
-def done_keys(rows_dir: str | Path) -> set[str]:
-    """Keys of the rows already written under ``rows_dir`` (the ``key``
-    column only). A file a killed writer left unreadable is deleted: its
-    rows are run again."""
-    done: set[str] = set()
-    for f in _row_files(Path(rows_dir)):
-        try:
-            keys = pq.read_table(f, columns=["key"]).column("key").to_pylist()
-        except (OSError, pa.ArrowException) as exc:
-            _log.warning("%s is unreadable (%s): removed, its rows run again", f, exc)
-            f.unlink()
-            continue
-        done.update(keys)
+def done_keys(out: str | Path) -> set[str]:
+    """Keys with a row in the run directory ``out``: its finished parts and
+    the records of its progress logs (read only; a record cut short is
+    ignored, its files run again)."""
+    out = Path(out)
+    rows = read_parts(out, ["key"])
+    done = set(rows.column("key").to_pylist()) if rows is not None else set()
+    for path in sorted((out / "progress").glob("part-*.log")):
+        got: LogContents = read_log(path)
+        for t in got.tables:
+            done.update(t.column("key").to_pylist())
     return done
 
 
-def _read_rows(rows_dir: Path) -> pa.Table:
-    tables = [pq.read_table(f) for f in _row_files(rows_dir)]
-    if not tables:
-        return pa.table({c: pa.array([], pa.string()) for c in ("key", "error_type")})
-    t = pa.concat_tables(tables, promote_options="permissive")
-    # A key written twice (a task retried after its file landed): keep one.
-    _, first = np.unique(t.column("key").to_numpy(zero_copy_only=False), return_index=True)
-    return t.take(pa.array(np.sort(first))) if len(first) < t.num_rows else t
+def _cpu_actors(cfg: CurateConfig, opts: RayOptions, tagging: bool, n_batches: int) -> int:
+    if cfg.workers is not None:
+        return max(1, min(cfg.workers, n_batches))
+    threads = cfg.threads or 1
+    cpus = ray.cluster_resources().get("CPU", 1.0)
+    if tagging:
+        cpus -= opts.tag_actors * opts.tag_cpus
+    return max(1, min(int(cpus // threads), n_batches))
+
+
+def _drive(
+    batches: list[pa.Table],
+    cfg: CurateConfig,
+    opts: RayOptions,
+    sink: PartSink,
+    on_rows: Any,
+) -> None:
+    """Hand ``batches`` to CPU actors (one each at a time), chain their
+    output to the tagging actors when tagging, and put every finished
+    table into ``sink`` as it comes back."""
+    base = cfg.batch_config()
+    tagging = bool(base.tag)
+    threads = base.threads or 1
+    cpu_cfg = replace(base, tag=(), threads=threads)
+    restart = {"max_restarts": -1, "max_task_retries": -1}
+    curator: Any = ray.remote(_Curator)
+    curator = curator.options(num_cpus=threads, **restart)
+    n_cpu = _cpu_actors(cfg, opts, tagging, len(batches))
+    cpus: list[Any] = [
+        curator.remote(cpu_cfg, tagging, opts.isolate, cfg.file_timeout, cfg.memory_limit)
+        for _ in range(n_cpu)
+    ]
+    taggers: list[Any] = []
+    if tagging:
+        tagger: Any = ray.remote(_Tagger)
+        tagger = tagger.options(num_cpus=opts.tag_cpus, num_gpus=_tag_gpus(base, opts), **restart)
+        taggers = [tagger.remote(base) for _ in range(opts.tag_actors)]
+    idle = list(cpus)
+    busy: dict[Any, Any] = {}  # CPU task -> its actor
+    results: set[Any] = set()  # tasks whose output is a finished table
+    source = iter(batches)
+    exhausted = False
+    n_tagged = 0
+    try:
+        while True:
+            # At most one batch per CPU actor, and no more than two per
+            # actor waiting for tagging: what a kill can lose stays bounded.
+            while idle and not exhausted and len(results) < 2 * n_cpu:
+                batch = next(source, None)
+                if batch is None:
+                    exhausted = True
+                    break
+                sink.started(batch)
+                actor = idle.pop()
+                ref = actor.__call__.remote(batch)
+                busy[ref] = actor
+                if taggers:
+                    ref = taggers[n_tagged % len(taggers)].__call__.remote(ref)
+                    n_tagged += 1
+                results.add(ref)
+            if not busy and not results:
+                return
+            ready, _ = ray.wait(
+                [*busy, *(r for r in results if r not in busy)],
+                num_returns=1,
+                timeout=_HEARTBEAT_S,
+            )
+            sink.tick()
+            for ref in ready:
+                if ref in busy:
+                    idle.append(busy.pop(ref))
+                if ref in results:
+                    results.discard(ref)
+                    table = ray.get(ref)
+                    sink.add(table)
+                    on_rows(table)
+    finally:
+        for actor in [*cpus, *taggers]:
+            ray.kill(actor)
 
 
 def curate_ray(
@@ -458,49 +539,76 @@ def curate_ray(
     address: str | None = None,
     options: RayOptions | None = None,
 ) -> dict[str, Any]:
-    """``agl-fast curate --engine ray``: :func:`curate_dataset` over
-    ``inputs`` into ``out`` (see the module notes); return the summary.
+    """``agl-fast curate --engine ray``: the batch function of
+    :func:`curate_dataset` on Ray actors over ``inputs``, rows written into
+    ``out`` by this driver as they come back (see the module notes); return
+    the summary.
 
     Connects to the cluster at ``address`` (``"auto"``, ``"ray://host:10001"``)
     unless Ray is initialised already; with neither, starts a local one.
-    ``cfg.part_rows`` is the least number of rows per written file.
+    ``cfg`` drives the run as on one machine: ``workers`` CPU actors
+    (default: the cluster's CPUs over ``threads``), ``batch_size`` files per
+    task, ``part_rows`` / ``part_bytes`` per part, ``resume`` and
+    ``retry_failed``.
+
+    Raises
+    ------
+    RunInterrupted
+        On SIGINT or SIGTERM, after the finished rows are flushed.
     """
     cfg = cfg or CurateConfig()
-    if cfg.retry_failed:
-        raise ParameterError("retry_failed is not supported by the Ray engine")
-    if cfg.part_rows < 1:
-        raise ParameterError(f"part_rows must be >= 1, got part_rows={cfg.part_rows}")
-    out = Path(out)
-    rows_dir = out / ROWS_DIR
-    if _row_files(rows_dir) and not cfg.resume:
+    opts = options or RayOptions()
+    if cfg.batch_size < 1:
+        raise ParameterError(f"batch_size must be >= 1, got batch_size={cfg.batch_size}")
+    if cfg.part_rows < 1 or cfg.part_bytes < 1:
         raise ParameterError(
-            f"{out} already holds a run ({len(_row_files(rows_dir))} row files); pass "
-            "resume=True (--resume) to continue it or choose another output directory"
+            f"part_rows and part_bytes must be >= 1, got part_rows={cfg.part_rows}, "
+            f"part_bytes={cfg.part_bytes}"
         )
+    if cfg.workers is not None and cfg.workers < 1:
+        raise ParameterError(f"workers must be >= 1 on Ray, got workers={cfg.workers}")
+    cfg.batch_config().validate()
+    out = Path(out)
+    state = prepare_out(out, inputs, cfg.resume)
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    done = done_keys(rows_dir) if cfg.resume else set()
-    todo = [i for i, k in enumerate(inputs.keys) if k not in done]
+    skip = state.done - state.failed if cfg.retry_failed else state.done
+    todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
+    size = cfg.batch_size
+    batches = [_input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size)]
+    sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
+    audio = [0.0]
+
+    def on_rows(table: pa.Table) -> None:
+        d = table.column("duration").to_numpy(zero_copy_only=False).astype(np.float64)
+        audio[0] += float(np.nansum(d))
+
     t0 = time.perf_counter()
-    before = {f.name for f in _row_files(rows_dir)}
-    if todo:
-        sub = Inputs(
-            [inputs.keys[i] for i in todo],
-            [inputs.paths[i] for i in todo],
-            {n: [v[i] for i in todo] for n, v in inputs.extra.items()},
+    finished = False
+    try:
+        with stop_on_signals(override=True):
+            if batches:
+                _drive(batches, cfg, opts, sink, on_rows)
+            sink.finish()
+            finished = True
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        _log.warning(
+            "%s: stopping; rows of finished files are saved in %s, %d files in flight "
+            "will be redone by --resume",
+            signal.Signals(signum).name,
+            out,
+            len(sink.in_flight),
         )
-        ds = curate_dataset(inputs_dataset(sub, cfg.batch_size), cfg, options=options)
-        rows_dir.mkdir(parents=True, exist_ok=True)
-        ds.write_parquet(str(rows_dir), min_rows_per_file=cfg.part_rows)
+        raise RunInterrupted(signum) from exc
+    finally:
+        if not finished:
+            sink.abort()
     wall = time.perf_counter() - t0
-    new = [f for f in _row_files(rows_dir) if f.name not in before]
-    audio_s = 0.0
-    for f in new:
-        d = pq.read_table(f, columns=["duration"]).column("duration")
-        audio_s += float(np.nansum(d.to_numpy(zero_copy_only=False).astype(np.float64)))
-    rows = _read_rows(rows_dir)
-    if "features" in rows.column_names:
-        rows = rows.drop_columns(["features"])
+    audio_s = audio[0]
+    rows = read_parts(out)
+    if rows is None:
+        rows = pa.table({c: pa.array([], pa.string()) for c in ("key", "error_type")})
     final = final_table(rows, inputs, out)
     atomic_write_parquet(final, out / "curated.parquet")
     summary = {
@@ -515,10 +623,11 @@ def curate_ray(
             "x_real_time": audio_s / wall if wall > 0 else None,
             "cluster_cpus": ray.cluster_resources().get("CPU"),
             "cluster_nodes": len([n for n in ray.nodes() if n.get("Alive")]),
+            "redone_in_flight": len(state.redo),
         },
         "parameters": {
             **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
-            **asdict(options or RayOptions()),
+            **asdict(opts),
         },
         "versions": {
             "agl_fast": __version__,

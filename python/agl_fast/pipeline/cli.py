@@ -14,6 +14,7 @@ from ..exceptions import AglError, RunInterrupted
 from .demo import demo_directories, output_note, write_demo_corpus
 from .filter_flags import add_filter_flags, filter_options
 from .inputs import Inputs, discover, read_manifest
+from .journal import FLUSH_FILES, FLUSH_SECONDS
 from .run import CurateConfig, curate
 from .shard import merge_runs, parse_shard, shard_inputs
 
@@ -112,7 +113,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=int,
         default=_DEFAULTS.part_rows,
         help="rows per Parquet part (a part is also written at "
-        f"{_DEFAULTS.part_bytes >> 20} MiB of rows)",
+        f"{_DEFAULTS.part_bytes >> 20} MiB of rows); finished rows are saved long before, "
+        f"within {FLUSH_FILES} files or {FLUSH_SECONDS:g} s, whatever this says",
     )
     p.add_argument(
         "--retry-failed",

@@ -3,24 +3,31 @@ worker processes, rows into Parquet parts.
 
 Layout of the output directory::
 
-    parts/part-00000.parquet ...   rows as they finish (every column but
+    progress/part-00003.log        rows of the part being filled, logged as
+                                   each batch finishes (while running)
+    parts/part-00000.parquet ...   finished rows (every column but
                                    ``features``), about ``part_rows`` rows
                                    or ``part_bytes`` bytes each
     features/part-00000.parquet    ``key`` and ``features`` of the same rows
     curated.parquet                every row, in input order (at the end)
     summary.json                   input, counts, throughput, parameters
 
-Every file is written to a temporary name and renamed, so a killed run
-leaves only whole files; a part is written after its feature shard, so a
-finished part means finished rows. A restarted run (``resume=True``) reads
-the keys of the finished parts, drops feature shards whose part never
-landed, and processes only the remaining keys: the final table equals an
-uninterrupted run's. A file whose worker was lost (``DecoderCrash``,
-``Timeout``, ``ResourceLimit``) has its row in a part like any other, so a
-resumed run does not try it again; ``retry_failed=True`` runs every failed
-row's file again and keeps the newest row per key. Memory is bounded by
-``workers * batch_size`` files of at most ``max_duration`` seconds plus one
-part.
+Progress is durable (:mod:`agl_fast.pipeline.journal`): a batch's rows are
+logged the moment they come back and flushed to disk within
+:data:`~agl_fast.pipeline.journal.FLUSH_FILES` files or
+:data:`~agl_fast.pipeline.journal.FLUSH_SECONDS` seconds, whatever
+``part_rows`` says. SIGINT and SIGTERM stop the run after flushing
+(:class:`~agl_fast.exceptions.RunInterrupted`); a run killed at any moment
+(``kill -9``) loses at most its batches in flight. A restarted run
+(``resume=True``) turns the logs into parts, logs how many files were in
+flight (they are redone), and processes only the remaining keys: the final
+table equals an uninterrupted run's. A file whose worker was lost
+(``DecoderCrash``, ``Timeout``, ``ResourceLimit``) has its row like any
+other, so a resumed run does not try it again; ``retry_failed=True`` runs
+every failed row's file again and keeps the newest row per key. Memory is
+bounded by ``workers * batch_size`` files of at most ``max_duration``
+seconds plus one part (read back from its log when it is written); the work
+per file does not grow with the run.
 """
 
 from __future__ import annotations
@@ -30,9 +37,12 @@ import logging
 import os
 import platform
 import re
+import signal
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -40,24 +50,33 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .. import __version__
-from ..exceptions import ParameterError
+from ..exceptions import ParameterError, RunInterrupted
 from .batch import BASE_COLUMNS, BatchConfig, BatchProcessor, stage_names
 from .inputs import Inputs, extra_columns_at
+from .journal import PARTS_DIR, PartSink, progress_files, read_parts, recover
 from .stages import Stage, atomic_write_parquet
 from .supervisor import Supervisor, SupervisorStats
 
-__all__ = ["CurateConfig", "curate", "default_workers", "final_table", "run_counts"]
+__all__ = [
+    "CurateConfig",
+    "Resumed",
+    "curate",
+    "default_workers",
+    "final_table",
+    "prepare_out",
+    "run_counts",
+    "stop_on_signals",
+]
 
 _log = logging.getLogger("agl_fast.pipeline")
 
 #: Batches per worker at least, when ``batch_size`` would give fewer.
 _TASKS_PER_WORKER = 4
 
-#: The column that goes to the feature shards instead of the parts.
-_FEATURES = "features"
+#: Seconds between two looks at the flush schedule while workers run.
+_HEARTBEAT_S = 1.0
 
 
 @dataclass
@@ -78,7 +97,8 @@ class CurateConfig(BatchConfig):
     memory_limit : int or None
         Address-space cap of each worker in bytes (None: no cap).
     part_rows, part_bytes : int
-        A part is written once this many rows or bytes of rows are done.
+        A part is written once this many rows or bytes of rows are done
+        (rows are durable long before: see the module notes).
     resume : bool
         Continue the run in the output directory.
     retry_failed : bool
@@ -107,86 +127,80 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _part_files(out: Path) -> list[Path]:
-    return sorted((out / "parts").glob("part-*.parquet"))
+@dataclass
+class Resumed:
+    """Where a run directory stands before a run: the keys with a row (of
+    which ``failed`` have an error row), the files that were in flight when
+    the last run stopped and have no row (``redo``), the next part."""
+
+    done: set[str]
+    failed: set[str]
+    redo: set[str]
+    next_part: int
 
 
-def _part_no(p: Path) -> int:
-    return int(p.stem.split("-")[1])
-
-
-def _read_parts(out: Path, columns: list[str] | None = None) -> pa.Table | None:
-    """Every row of the finished parts, the newest row per key, with the
-    part number in ``_part``."""
-    tables = []
-    for p in _part_files(out):
-        t = pq.read_table(p, columns=columns)
-        tables.append(t.append_column("_part", pa.array(np.full(t.num_rows, _part_no(p)))))
-    if not tables:
-        return None
-    t = pa.concat_tables(tables, promote_options="permissive")
-    # Parts are numbered in the order they were written: keep a key's last.
-    keys = t.column("key").to_numpy(zero_copy_only=False)[::-1]
-    _, first = np.unique(keys, return_index=True)
-    keep = np.sort(t.num_rows - 1 - first)
-    return t.take(pa.array(keep)) if len(keep) < t.num_rows else t
-
-
-def _prepare_out(out: Path, cfg: CurateConfig) -> tuple[set[str], int]:
-    parts = _part_files(out)
-    if parts and not cfg.resume:
+def prepare_out(out: Path, inputs: Inputs, resume: bool) -> Resumed:
+    """Check ``out`` for an earlier run (refused without ``resume``), bring
+    it to a consistent state and tell where it stands; log, at INFO, how
+    many files a resumed run redoes."""
+    found = progress_files(out)
+    if found and not resume:
         raise ParameterError(
-            f"{out} already holds a run ({len(parts)} finished parts); pass resume=True "
-            "(--resume) to continue it or choose another output directory"
+            f"{out} already holds a run ({found} finished parts or progress logs); pass "
+            "resume=True (--resume) to continue it or choose another output directory"
         )
-    (out / "parts").mkdir(parents=True, exist_ok=True)
-    finished = {_part_no(p) for p in parts}
-    for shard in (out / "features").glob("part-*.parquet"):
-        if _part_no(shard) not in finished:
-            shard.unlink()  # its part never landed; its rows will be redone
-    for tmp in list(out.glob("**/.*.tmp")):
-        tmp.unlink()
+    (out / PARTS_DIR).mkdir(parents=True, exist_ok=True)
+    state = recover(out)
     done: set[str] = set()
-    rows = _read_parts(out, ["key", "error_type"])
+    failed: set[str] = set()
+    rows = read_parts(out, ["key", "error_type"])
     if rows is not None:
         keys = rows.column("key").to_pylist()
-        if cfg.retry_failed:
-            ok = pc.is_null(rows.column("error_type")).to_pylist()
-            done = {k for k, good in zip(keys, ok, strict=True) if good}
-        else:
-            done = set(keys)
-    return done, max(finished, default=-1) + 1
+        bad = pc.is_valid(rows.column("error_type")).to_pylist()
+        done = set(keys)
+        failed = {k for k, b in zip(keys, bad, strict=True) if b}
+    redo = {k for k in state.started if k not in done and k in inputs.index}
+    if resume and found:
+        _log.info(
+            "resuming %s: %d files have rows; redoing %d files that were in flight when "
+            "the run stopped",
+            out,
+            len(done),
+            len(redo),
+        )
+    return Resumed(done, failed, redo, state.next_part)
 
 
-class _PartWriter:
-    """Buffers finished rows; writes a part (and its feature shard) once
-    ``part_rows`` rows or ``part_bytes`` bytes are waiting."""
+@contextmanager
+def stop_on_signals(override: bool = False) -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`RunInterrupted` as SIGINT
+    raises ``KeyboardInterrupt`` (main thread only), so the run can flush
+    and stop. A SIGTERM handler the application installed is left alone
+    unless ``override`` (Ray's driver installs one that exits at once)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
-    def __init__(self, out: Path, first: int, rows: int, nbytes: int) -> None:
-        self.out, self.next, self.rows, self.nbytes = out, first, rows, nbytes
-        self.buffer: list[pa.Table] = []
+    def handler(signum: int, frame: object) -> None:
+        raise RunInterrupted(signum)
 
-    def add(self, table: pa.Table) -> None:
-        self.buffer.append(table)
-        if (
-            sum(t.num_rows for t in self.buffer) >= self.rows
-            or sum(t.nbytes for t in self.buffer) >= self.nbytes
-        ):
-            self.flush()
+    old = signal.getsignal(signal.SIGTERM)
+    mine = override or old in (signal.SIG_DFL, None)
+    if mine:
+        signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        if mine:
+            signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
 
-    def flush(self) -> None:
-        if not self.buffer:
-            return
-        table = pa.concat_tables(self.buffer, promote_options="permissive")
-        self.buffer = []
-        name = f"part-{self.next:05d}.parquet"
-        if _FEATURES in table.column_names:
-            feats = table.select(["key", _FEATURES]).filter(pc.is_valid(table.column(_FEATURES)))
-            (self.out / "features").mkdir(exist_ok=True)
-            atomic_write_parquet(feats, self.out / "features" / name)
-            table = table.drop_columns([_FEATURES])
-        atomic_write_parquet(table, self.out / "parts" / name)
-        self.next += 1
+
+def _logged(sink: PartSink, batches: Iterable[pa.Table]) -> Iterator[pa.Table]:
+    """``batches``, each recorded as started when it is taken (that is, just
+    before a worker gets it)."""
+    for b in batches:
+        sink.started(b)
+        yield b
 
 
 def _input_table(inputs: Inputs, idx: list[int]) -> pa.Table:
@@ -268,50 +282,68 @@ def curate(
     batch_cfg = cfg.batch_config()
     batch_cfg.validate()
     out = Path(out)
-    done, next_part = _prepare_out(out, cfg)
-    todo = [i for i, k in enumerate(inputs.keys) if k not in done]
+    state = prepare_out(out, inputs, cfg.resume)
+    skip = state.done - state.failed if cfg.retry_failed else state.done
+    todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
     workers = default_workers() if cfg.workers is None else cfg.workers
     # Smaller batches when there are few files, so that every worker gets
     # several (a run's tail is then one file, not one batch, long).
     size = min(cfg.batch_size, max(1, -(-len(todo) // (max(workers, 1) * _TASKS_PER_WORKER))))
-    batches = (_input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size))
+    sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
+    batches = _logged(
+        sink, (_input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size))
+    )
     n_batches = -(-len(todo) // size)
-    writer = _PartWriter(out, next_part, cfg.part_rows, cfg.part_bytes)
     stats = SupervisorStats()
     t0 = time.perf_counter()
     audio_s = 0.0
     sup = None
+    finished = False
     try:
-        if workers == 0 or not todo:
-            rows = _in_process(batch_cfg, stages, batches) if todo else iter(())
-        else:
-            sup = Supervisor(
-                batch_cfg,
-                stages,
-                workers=min(workers, n_batches),
-                file_timeout=cfg.file_timeout,
-                memory_limit=cfg.memory_limit,
-            )
-            stats = sup.stats
-            rows = sup.run(batches)
-        for table in rows:
-            writer.add(table)
-            audio_s += float(np.nansum(table.column("duration").to_numpy(zero_copy_only=False)))
-            if progress is not None:
-                progress(table.num_rows, audio_s)
-        writer.flush()
+        with stop_on_signals():
+            if workers == 0 or not todo:
+                rows = _in_process(batch_cfg, stages, batches) if todo else iter(())
+            else:
+                sup = Supervisor(
+                    batch_cfg,
+                    stages,
+                    workers=min(workers, n_batches),
+                    file_timeout=cfg.file_timeout,
+                    memory_limit=cfg.memory_limit,
+                )
+                stats = sup.stats
+                rows = sup.run(batches, heartbeat=sink.tick, heartbeat_s=_HEARTBEAT_S)
+            for table in rows:
+                sink.add(table)
+                audio_s += float(np.nansum(table.column("duration").to_numpy(zero_copy_only=False)))
+                if progress is not None:
+                    progress(table.num_rows, audio_s)
+            sink.finish()
+            finished = True
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, RunInterrupted) else signal.SIGINT
+        _log.warning(
+            "%s: stopping; rows of finished files are saved in %s, %d files in flight "
+            "will be redone by --resume",
+            signal.Signals(signum).name,
+            out,
+            len(sink.in_flight),
+        )
+        raise RunInterrupted(signum) from exc
     finally:
+        if not finished:
+            sink.abort()
         if sup is not None:
             sup.close()
     wall = time.perf_counter() - t0
-    final = _read_parts(out)
+    final = read_parts(out)
     if final is None:
         final = pa.table({c: pa.array([], pa.string()) for c in ("key", "error_type")})
-    final = final.drop_columns(["_part"]) if "_part" in final.column_names else final
     final = final_table(final, inputs, out)
     atomic_write_parquet(final, out / "curated.parquet")
     names = [*stage_names(batch_cfg), *(s.name for s in stages)]
     summary = _summary(final, cfg, inputs, names, wall, len(todo), audio_s, stats)
+    summary["this_run"]["redone_in_flight"] = len(state.redo)
     _atomic_json(summary, out / "summary.json")
     return summary
 

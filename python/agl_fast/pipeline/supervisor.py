@@ -31,7 +31,7 @@ import signal
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -93,7 +93,11 @@ def _worker_main(conn: Connection, spec: bytes, memory_limit: int | None, stderr
     fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 2)
     os.close(fd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    # The parent handles Ctrl-C and SIGTERM (sent to the whole group by a
+    # terminal, Slurm or systemd): it saves the finished rows, then stops
+    # the workers. A worker that died of them would leave crash rows.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if memory_limit is not None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     try:
@@ -245,9 +249,20 @@ class Supervisor:
 
     # -- the loop ----------------------------------------------------------
 
-    def run(self, batches: Iterable[pa.Table]) -> Iterator[pa.Table]:
+    def run(
+        self,
+        batches: Iterable[pa.Table],
+        *,
+        heartbeat: Callable[[], None] | None = None,
+        heartbeat_s: float = 1.0,
+    ) -> Iterator[pa.Table]:
         """Yield the output table of each batch (or of each file of a batch
-        whose worker was lost), in completion order."""
+        whose worker was lost), in completion order.
+
+        A batch is taken from ``batches`` only when a worker is free to run
+        it. ``heartbeat`` is called at least every ``heartbeat_s`` seconds
+        while the workers run (e.g. to flush a log on a schedule).
+        """
         source = iter(batches)
         retry: deque[_Task] = deque()
         exhausted = False
@@ -273,9 +288,13 @@ class Supervisor:
                 return
             now = time.monotonic()
             timeout = min((w.deadline for w in self._workers), default=float("inf")) - now
+            if heartbeat is not None:
+                timeout = min(timeout, heartbeat_s)
             objs: list[Any] = [w.conn for w in self._workers]
             objs += [w.proc.sentinel for w in self._workers]
             ready = wait(objs, timeout=None if timeout == float("inf") else max(timeout, 0))
+            if heartbeat is not None:
+                heartbeat()
             for w in list(self._workers):
                 if w.conn in ready or w.proc.sentinel in ready:
                     yield from self._collect(w, retry)
