@@ -90,3 +90,13 @@ def test_columns_of_different_length_are_refused() -> None:
 def test_truth_files_can_require_coordinates() -> None:
     _, _, reasons = validate_coordinates([None, 1.0], [None, 2.0], missing_ok=False)
     assert reasons == ["latitude is missing; longitude is missing", None]
+
+
+def test_one_column_alone_is_checked() -> None:
+    from agl_fast.coords import check_column
+
+    vals, reasons = check_column(["12.5", None, "95", "x"], "lat")
+    assert vals[0] == 12.5 and np.isnan(vals[1:]).all()
+    assert reasons[:2] == [None, None]
+    assert reasons[2] == "latitude '95' is outside [-90, 90] degrees"
+    assert reasons[3] == "latitude 'x' is not a number"

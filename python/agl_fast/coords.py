@@ -31,6 +31,7 @@ from .exceptions import InvalidCoordinatesError
 __all__ = [
     "LATITUDE_RANGE",
     "LONGITUDE_RANGE",
+    "check_column",
     "coordinate_problem",
     "parse_coordinate",
     "validate_coordinates",
@@ -156,6 +157,35 @@ def _values(col: Any) -> Sequence[Any]:
     if hasattr(col, "tolist"):
         return list(col.tolist())
     return list(col)
+
+
+def check_column(values: Any, axis: str) -> tuple[np.ndarray, list[str | None]]:
+    """Check one column of latitudes or longitudes (a table that has only
+    one of the two).
+
+    Parameters
+    ----------
+    values : sequence, np.ndarray, Arrow array or pandas Series [shape=(n,)]
+        Raw values, one per row.
+    axis : {"latitude", "longitude"}
+        Which coordinate.
+
+    Returns
+    -------
+    degrees : np.ndarray [shape=(n,), dtype=float64]
+        NaN where missing or invalid.
+    reasons : list of (str or None) [length n]
+        None for valid and missing values, else the reason.
+    """
+    name = _axis(axis)
+    vals = _values(values)
+    out = np.full(len(vals), np.nan)
+    reasons: list[str | None] = [None] * len(vals)
+    for i, v in enumerate(vals):
+        if _is_missing(v):
+            continue
+        out[i], reasons[i] = _problem(v, name)
+    return out, reasons
 
 
 def validate_coordinates(

@@ -38,14 +38,17 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .coords import check_column, validate_coordinates
 from .exceptions import ParameterError
 
 __all__ = [
     "AGL1K_COLUMNS",
     "AGL1K_HEADER",
+    "COORDINATE_PROBLEM",
     "GROUP_COLUMNS",
     "KEY",
     "KEY_ALIASES",
@@ -66,6 +69,12 @@ log = logging.getLogger("agl_fast.manifest")
 
 #: The identity column.
 KEY = "key"
+#: Column :func:`read_manifest` adds when some row's ``latitude`` or
+#: ``longitude`` is present but not valid (not numeric, not finite, out of
+#: range): the reason, null on good rows.
+COORDINATE_PROBLEM = "coordinate_problem"
+#: The coordinate columns, checked by :func:`agl_fast.coords.validate_coordinates`.
+COORDINATE_COLUMNS = ("latitude", "longitude")
 #: The audio path column ``curate`` writes.
 PATH = "path"
 #: Other names of the key column, in order of preference.
@@ -162,7 +171,10 @@ def _read_csv(path: Path) -> pa.Table:
     cols: dict[str, pa.Array] = {}
     for i, name in enumerate(header):
         cells = [r[i] for r in body]
-        if name in NUMERIC_COLUMNS:
+        if name in COORDINATE_COLUMNS:
+            # raw text: _checked_coordinates parses it and names bad values
+            cols[name] = pa.array([c if c.strip() else None for c in cells], pa.string())
+        elif name in NUMERIC_COLUMNS:
             cols[name] = pa.array([_float(c) for c in cells], pa.float64())
         else:
             cols[name] = pa.array([c if c.strip() else None for c in cells], pa.string())
@@ -227,7 +239,37 @@ def read_manifest(path: str | Path) -> pa.Table:
         raise ParameterError(
             f"manifest {p.name}: unknown format {suffix!r}; allowed: .csv, .parquet, .pq"
         )
-    return _with_key(table, str(p))
+    return _checked_coordinates(_with_key(table, str(p)), str(p))
+
+
+def _checked_coordinates(table: pa.Table, where: str) -> pa.Table:
+    """``latitude``/``longitude`` as float64 degrees (null where missing or
+    invalid, never wrapped), plus :data:`COORDINATE_PROBLEM` when a row has
+    an invalid value."""
+    present = [c for c in COORDINATE_COLUMNS if c in table.column_names]
+    if len(present) == 2:
+        lat, lon, reasons = validate_coordinates(
+            table.column("latitude"), table.column("longitude")
+        )
+        checked = {"latitude": lat, "longitude": lon}
+    elif present:
+        vals, reasons = check_column(table.column(present[0]), present[0])
+        checked = {present[0]: vals}
+    else:
+        return table
+    for name, vals in checked.items():
+        i = table.column_names.index(name)
+        table = table.set_column(i, name, pa.array(vals, pa.float64(), mask=np.isnan(vals)))
+    bad = sum(r is not None for r in reasons)
+    if bad:
+        first = next(r for r in reasons if r is not None)
+        log.warning(
+            "%s: %d of %d rows have invalid coordinates (e.g. %s)", where, bad, len(reasons), first
+        )
+        if COORDINATE_PROBLEM in table.column_names:
+            table = table.drop_columns([COORDINATE_PROBLEM])
+        table = table.append_column(COORDINATE_PROBLEM, pa.array(reasons, pa.string()))
+    return table
 
 
 def write_manifest(table: pa.Table, path: str | Path) -> Path:

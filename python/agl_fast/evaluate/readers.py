@@ -40,8 +40,8 @@ PREDICTION_COLUMNS = (
 TRUTH_COLUMNS = manifest.AGL1K_COLUMNS
 
 #: Column :func:`read_truth` adds: what is wrong with a row's coordinates
-#: (None where they are valid numbers in range).
-COORDINATE_PROBLEM = "coordinate_problem"
+#: (None where they are valid numbers in range); the manifest's own column.
+COORDINATE_PROBLEM = manifest.COORDINATE_PROBLEM
 
 CATEGORY_COLUMNS = {
     "Animal": "animal",
@@ -216,6 +216,10 @@ def read_truth(path: str | Path) -> pd.DataFrame:
     )
     df["latitude"] = np.asarray(lat, dtype=np.float64)
     df["longitude"] = np.asarray(lon, dtype=np.float64)
+    if COORDINATE_PROBLEM in df.columns:
+        # the manifest reader saw the raw values: its reason names them
+        given = df[COORDINATE_PROBLEM].tolist()
+        reasons = [g if isinstance(g, str) else r for g, r in zip(given, reasons, strict=True)]
     df[COORDINATE_PROBLEM] = pd.Series(list(reasons), index=df.index, dtype=object)
     bad = df[df[COORDINATE_PROBLEM].notna()]
     if len(bad):

@@ -32,6 +32,7 @@ import pyarrow as pa
 from .._onnx import DEVICES, Device
 from ..audio import load_arrays
 from ..exceptions import ParameterError, ShapeError
+from ..manifest import COORDINATE_PROBLEM
 from ..quality import DEFAULT_THRESHOLDS
 from ..tagging.windows import DEFAULT_FRACTION_SCHEME, FRACTION_SCHEMES
 from .stages import Clips, FeatureStage, Stage, levels_stage, quality_stage
@@ -72,6 +73,9 @@ BASE_COLUMNS = (
 
 #: The decoder's level columns, handed to the ``levels`` stage.
 _LEVELS = ("peak", "rms", "clipped_fraction", "peak_fraction")
+
+#: ``error_type`` of a row whose manifest coordinates are invalid.
+INVALID_COORDINATES = "InvalidCoordinates"
 
 #: ``error_type`` of a row whose file ran out of memory (a ``MemoryError``
 #: in the worker, or a worker killed under ``memory_limit``).
@@ -245,7 +249,7 @@ class BatchProcessor:
             out = _error_table(keys, paths, _error_type(exc), f"{keys[0]}: {exc}")
         for name in carried.column_names:
             out = out.append_column(name, carried.column(name))
-        return _int64(out)
+        return _int64(_fail_bad_coordinates(out))
 
     def _decode_and_run(
         self, keys: list[str], paths: list[str], sources: tuple[list[Any], list[str | None]]
@@ -299,6 +303,31 @@ class BatchProcessor:
         table = table.append_column("passed", pa.array(passed, pa.bool_()))
         table = table.append_column("stage_error", pa.array(stage_errors, pa.string()))
         return _ordered(table)
+
+
+def _fail_bad_coordinates(table: pa.Table) -> pa.Table:
+    """Rows whose manifest coordinates are invalid (the manifest reader's
+    :data:`~agl_fast.manifest.COORDINATE_PROBLEM`) fail with
+    ``error_type`` :data:`INVALID_COORDINATES` and the reason, unless the
+    file already failed for another cause."""
+    if COORDINATE_PROBLEM not in table.column_names:
+        return table
+    problems = table.column(COORDINATE_PROBLEM).to_pylist()
+    if not any(problems):
+        return table
+    kinds = table.column("error_type").to_pylist()
+    messages = table.column("error_message").to_pylist()
+    passed = table.column("passed").to_pylist()
+    for i, why in enumerate(problems):
+        if why and kinds[i] is None:
+            kinds[i], messages[i], passed[i] = INVALID_COORDINATES, why, False
+    for name, vals, typ in (
+        ("error_type", kinds, pa.string()),
+        ("error_message", messages, pa.string()),
+        ("passed", passed, pa.bool_()),
+    ):
+        table = table.set_column(table.column_names.index(name), name, pa.array(vals, typ))
+    return table
 
 
 def _one(table: pa.Table, i: int) -> pa.Table:

@@ -52,6 +52,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--manifest", help="CSV or Parquet manifest with key and path columns")
     p.add_argument("--audio-dir", help="folder the manifest's paths are relative to")
+    p.add_argument(
+        "--extensions",
+        type=lambda text: [e for e in text.split(",") if e.strip()],
+        default=None,
+        metavar="EXT[,EXT...]",
+        help="more file extensions to take from an INPUT directory (e.g. 'aif,caf'); every "
+        "file left out is counted under 'skipped' in summary.json",
+    )
     p.add_argument("--sr", type=int, default=_DEFAULTS.sr, help="target sample rate in Hz")
     p.add_argument("--mono", action="store_true", help="downmix to mono")
     p.add_argument("--features", choices=["bat", "efficientat", "none"], default="none")
@@ -207,7 +215,7 @@ def _inputs(args: argparse.Namespace, demo_dir: Path | None) -> Inputs:
     elif not spec:
         raise AglError("give an INPUT directory or glob, --manifest CSV, or --demo")
     else:
-        inputs = discover(spec)
+        inputs = discover(spec, args.extensions)
     if args.shard is not None:
         inputs = shard_inputs(inputs, *parse_shard(args.shard))
     return inputs

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import glob
+import logging
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,11 +24,23 @@ __all__ = [
     "read_manifest",
 ]
 
+_log = logging.getLogger("agl_fast.pipeline")
+
 AUDIO_EXTENSIONS = frozenset(
     {".mp3", ".flac", ".wav", ".wave", ".ogg", ".oga", ".m4a", ".mp4", ".aac"}
 )
 #: Manifest columns carried into the output table when present.
-CARRIED = ("longitude", "latitude", "altitude", "city", "country", "continent", "label", "labels")
+CARRIED = (
+    "longitude",
+    "latitude",
+    "altitude",
+    "city",
+    "country",
+    "continent",
+    "label",
+    "labels",
+    manifest.COORDINATE_PROBLEM,
+)
 
 
 @dataclass
@@ -38,6 +53,10 @@ class Inputs:
     #: Where the inputs came from (``kind``: directory, glob, file or
     #: manifest; ``spec``), recorded in the run summary.
     source: dict[str, str] = field(default_factory=dict)
+    #: Files of a directory or glob left out because of their extension or
+    #: type (``count``, ``by_extension``, the first ``files``), recorded in
+    #: the run summary.
+    skipped: dict[str, Any] = field(default_factory=dict)
     #: Position of each key (built once).
     index: dict[str, int] = field(init=False, repr=False, compare=False)
 
@@ -56,31 +75,72 @@ class Inputs:
             )
 
 
-def discover(spec: str) -> Inputs:
+#: Skipped files named in the run summary at most (all are counted).
+SKIPPED_LISTED = 100
+
+
+def _extension_set(extensions: Iterable[str] | None) -> frozenset[str]:
+    """:data:`AUDIO_EXTENSIONS` widened by ``extensions`` (``"aif"`` or
+    ``".aif"``, any case)."""
+    extra = set()
+    for e in extensions or ():
+        e = e.strip().lower()
+        if not e or e == ".":
+            raise ParameterError(f"extensions must be non-empty, got {e!r}")
+        extra.add(e if e.startswith(".") else "." + e)
+    return AUDIO_EXTENSIONS | extra
+
+
+def _skipped(files: list[Path], root: Path) -> dict[str, Any]:
+    by_ext = Counter(f.suffix.lower() or "(none)" for f in files)
+    return {
+        "count": len(files),
+        "by_extension": dict(sorted(by_ext.items())),
+        "files": [f.relative_to(root).as_posix() for f in files[:SKIPPED_LISTED]],
+    }
+
+
+def discover(spec: str, extensions: Iterable[str] | None = None) -> Inputs:
     """Audio files of a directory (recursively) or a glob pattern.
 
     Keys are the paths relative to the directory (or the pattern's fixed
     prefix), with ``/`` separators, so two files of the same name in
-    different folders stay distinct.
+    different folders stay distinct. In a directory, files whose extension
+    is not in :data:`AUDIO_EXTENSIONS` (widened by ``extensions``) are
+    skipped; entries that are not regular files (FIFOs, devices) are
+    skipped everywhere. Skipped entries are counted in
+    :attr:`Inputs.skipped` and logged.
     """
+    allowed: frozenset[str] | None = _extension_set(extensions)
     p = Path(spec)
     kind = "directory"
     if p.is_dir():
-        files = sorted(
-            f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in AUDIO_EXTENSIONS
-        )
+        found = sorted(f for f in p.rglob("*") if not f.is_dir())
         root = p
     elif any(c in spec for c in "*?["):
         kind = "glob"
-        files = sorted(Path(f) for f in glob.glob(spec, recursive=True) if Path(f).is_file())
+        found = sorted(Path(f) for f in glob.glob(spec, recursive=True) if not Path(f).is_dir())
         fixed = spec[: min(spec.find(c) for c in "*?[" if c in spec)]
         root = Path(fixed) if fixed.endswith(("/", "\\")) else Path(fixed).parent
+        allowed = None  # the pattern chose the files: any extension
     elif p.is_file():
-        files, root, kind = [p], p.parent, "file"
+        found, root, kind, allowed = [p], p.parent, "file", None
     else:
         raise ParameterError(f"input {spec!r} is not a directory, a glob or a file")
+    files = [f for f in found if (allowed is None or f.suffix.lower() in allowed) and f.is_file()]
+    taken = set(files)
+    skipped = _skipped([f for f in found if f not in taken], root)
+    if skipped["count"]:
+        _log.warning(
+            "%s: %d files skipped by extension or type (%s); --extensions widens the set",
+            spec,
+            skipped["count"],
+            ", ".join(f"{k}: {v}" for k, v in skipped["by_extension"].items()),
+        )
     keys = [f.relative_to(root).as_posix() for f in files]
-    return Inputs(keys, [str(f) for f in files], source={"kind": kind, "spec": spec})
+    return Inputs(
+        keys, [str(f) for f in files], source={"kind": kind, "spec": spec}, skipped=skipped
+    )
 
 
 def read_manifest(path: str | Path, audio_dir: str | Path | None = None) -> Inputs:

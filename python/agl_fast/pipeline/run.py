@@ -408,6 +408,7 @@ def _summary(
     total_audio = float(np.nansum(dur.astype(np.float64)))
     return {
         "input": dict(inputs.source),
+        "skipped": inputs.skipped or {"count": 0, "by_extension": {}, "files": []},
         "counts": run_counts(final, len(inputs.keys)),
         "audio_hours": total_audio / 3600,
         "this_run": {

@@ -61,6 +61,8 @@ def shard_inputs(inputs: Inputs, index: int, count: int) -> Inputs:
         [inputs.paths[i] for i in keep],
         {name: [vals[i] for i in keep] for name, vals in inputs.extra.items()},
         source=source,
+        # skipped files are the whole input's: reported once, by shard 0
+        skipped=inputs.skipped if index == 0 else {},
     )
 
 

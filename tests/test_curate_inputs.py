@@ -1,0 +1,109 @@
+"""What curation does with its inputs before decoding: files skipped by
+extension or type are counted and listed, manifest coordinates are checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from agl_fast.exceptions import ParameterError
+from agl_fast.manifest import COORDINATE_PROBLEM, read_manifest
+from agl_fast.pipeline import discover
+
+
+def _wav(path: Path, seconds: float = 2.0, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    y = (rng.standard_normal(int(32000 * seconds)) * 3000).astype("<i2")
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(32000)
+        w.writeframes(y.tobytes())
+    return path
+
+
+def _curate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agl_fast", "curate", "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_directory_mode_counts_and_lists_every_skipped_file(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    (root / "sub").mkdir(parents=True)
+    _wav(root / "a.wav")
+    _wav(root / "sub" / "b.wav", seed=1)
+    (root / "notes.txt").write_text("field notes")
+    (root / "sub" / "c.xyz").write_bytes(b"\0" * 10)
+    os.mkfifo(root / "pipe.wav")
+    inputs = discover(str(root))
+    assert inputs.keys == ["a.wav", "sub/b.wav"]
+    assert inputs.skipped["count"] == 3
+    assert inputs.skipped["by_extension"] == {".txt": 1, ".wav": 1, ".xyz": 1}
+    assert sorted(inputs.skipped["files"]) == ["notes.txt", "pipe.wav", "sub/c.xyz"]
+
+    widened = discover(str(root), ["XYZ"])
+    assert sorted(widened.keys) == ["a.wav", "sub/b.wav", "sub/c.xyz"]
+    assert widened.skipped["count"] == 2
+
+    out = tmp_path / "out"
+    r = _curate(str(root), "--out", str(out), "--extensions", "xyz")
+    assert r.returncode in (0, 1), r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["skipped"]["count"] == 2
+    assert sorted(summary["skipped"]["files"]) == ["notes.txt", "pipe.wav"]
+    rows = pq.read_table(out / "curated.parquet").column("key").to_pylist()
+    assert sorted(rows) == ["a.wav", "sub/b.wav", "sub/c.xyz"]
+
+
+def test_empty_extension_is_refused() -> None:
+    with pytest.raises(ParameterError, match="extensions must be non-empty"):
+        discover(".", [" "])
+
+
+def test_manifest_coordinates_are_checked_and_named(tmp_path: Path) -> None:
+    for i in range(4):
+        _wav(tmp_path / f"c{i}.wav", seconds=3.0, seed=i)
+    csv = tmp_path / "m.csv"
+    csv.write_text(
+        "key,path,latitude,longitude\n"
+        "good,c0.wav,48.1,2.3\n"
+        "wild,c1.wav,200,500\n"
+        "text,c2.wav,east,10\n"
+        "none,c3.wav,,\n"
+    )
+    table = read_manifest(csv)
+    assert table.column("latitude").to_pylist() == [48.1, None, None, None]
+    problems = table.column(COORDINATE_PROBLEM).to_pylist()
+    assert problems[0] is None and problems[3] is None
+    assert "latitude '200' is outside [-90, 90]" in problems[1]
+    assert "longitude '500' is outside [-180, 180]" in problems[1]
+    assert problems[2] == "latitude 'east' is not a number"
+
+    out = tmp_path / "out"
+    r = _curate("--manifest", str(csv), "--out", str(out))
+    assert r.returncode in (0, 1), r.stderr
+    t = pq.read_table(out / "curated.parquet").to_pylist()
+    by_key = {row["key"]: row for row in t}
+    assert len(t) == 4
+    for key in ("wild", "text"):
+        assert by_key[key]["error_type"] == "InvalidCoordinates"
+        assert by_key[key]["passed"] is False
+        assert by_key[key]["latitude"] is None
+    assert "east" in by_key["text"]["error_message"]
+    for key in ("good", "none"):
+        assert by_key[key]["error_type"] != "InvalidCoordinates"
+    assert by_key["good"]["latitude"] == 48.1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["errors_by_reason"].get("InvalidCoordinates") == 2
