@@ -107,3 +107,54 @@ def test_manifest_coordinates_are_checked_and_named(tmp_path: Path) -> None:
     assert by_key["good"]["latitude"] == 48.1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["errors_by_reason"].get("InvalidCoordinates") == 2
+
+
+def test_duration_rules_reject_short_and_optionally_long_clips(tmp_path: Path) -> None:
+    from agl_fast.pipeline import CurateConfig, curate
+
+    root = tmp_path / "in"
+    root.mkdir()
+    _wav(root / "blip.wav", seconds=0.2)
+    _wav(root / "ok.wav", seconds=3.0, seed=1)
+    _wav(root / "long.wav", seconds=6.0, seed=2)
+    inputs = discover(str(root))
+
+    def rows(**kw: object) -> dict[str, dict]:
+        out = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
+        cfg = CurateConfig(workers=0, max_duration=5.0, **kw)  # type: ignore[arg-type]
+        summary = curate(inputs, out, cfg)
+        table = pq.read_table(out / "curated.parquet").to_pylist()
+        rows = {r["key"]: r for r in table}
+        rows["summary"] = summary
+        return rows
+
+    default = rows()
+    assert default["blip.wav"]["passed"] is False
+    assert "too_short" in default["blip.wav"]["reasons"]
+    assert default["blip.wav"]["error_type"] is None  # decoded; rejected by a rule
+    assert "too_short" not in (default["ok.wav"]["reasons"] or [])
+    assert default["long.wav"]["truncated"] is True
+    assert "too_long" not in (default["long.wav"]["reasons"] or [])
+    assert default["summary"]["counts"]["rejected_by_reason"]["too_short"] == 1
+
+    relaxed = rows(min_duration=0.0, long_clips="fail")
+    assert "too_short" not in (relaxed["blip.wav"]["reasons"] or [])
+    assert "too_long" in relaxed["long.wav"]["reasons"]
+    assert relaxed["long.wav"]["passed"] is False
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"min_duration": -1.0}, "min_duration must be a finite number >= 0"),
+        ({"min_duration": float("nan")}, "min_duration must be a finite number >= 0"),
+        ({"min_duration": True}, "min_duration must be a finite number >= 0"),
+        ({"long_clips": "keep"}, "long_clips must be one of"),
+    ],
+)
+def test_duration_options_are_validated(kw: dict, match: str, tmp_path: Path) -> None:
+    from agl_fast.pipeline import CurateConfig, curate
+
+    _wav(tmp_path / "a.wav")
+    with pytest.raises(ParameterError, match=match):
+        curate(discover(str(tmp_path)), tmp_path / "out", CurateConfig(workers=0, **kw))

@@ -82,8 +82,11 @@ def test_bad_inputs_give_rows_not_crashes(corpus: Path, tmp_path: Path) -> None:
         if r["error_type"] is None:
             assert r["sr"] == 16000 and r["duration"] > 0
             assert r["error_message"] is None
-            # Decoded rows pass or fail on the quality filters alone.
-            assert r["passed"] == r["quality_pass"], key
+            # Decoded rows pass or fail on the quality filters and the
+            # minimum duration (1 s by default) alone.
+            short = r["duration"] < 1.0
+            assert r["passed"] == (r["quality_pass"] and not short), key
+            assert ("too_short" in (r["reasons"] or [])) == short, key
         else:
             assert key in r["error_message"] and not r["passed"]
     assert not rows["silent.wav"]["passed"] and rows["silent.wav"]["reasons"]

@@ -40,6 +40,7 @@ from .stages import registered_stages as _registered
 
 __all__ = [
     "BASE_COLUMNS",
+    "DEFAULT_MIN_DURATION",
     "INPUT_COLUMNS",
     "BatchConfig",
     "BatchProcessor",
@@ -74,6 +75,13 @@ BASE_COLUMNS = (
 #: The decoder's level columns, handed to the ``levels`` stage.
 _LEVELS = ("peak", "rms", "clipped_fraction", "peak_fraction")
 
+#: Seconds a clip needs at least to pass (the ``min_duration`` rule).
+DEFAULT_MIN_DURATION = 1.0
+#: What a file longer than ``max_duration`` becomes (:class:`BatchConfig`).
+LONG_CLIPS = ("cut", "fail")
+#: Rejection reasons of the duration rules (in the ``reasons`` column).
+TOO_SHORT, TOO_LONG = "too_short", "too_long"
+
 #: ``error_type`` of a row whose manifest coordinates are invalid.
 INVALID_COORDINATES = "InvalidCoordinates"
 
@@ -95,7 +103,17 @@ class BatchConfig:
     features : {"none", "bat", "efficientat"}
         Feature preset written to the ``features`` column.
     max_duration : float or None
-        Seconds decoded per file at most (longer files are ``truncated``).
+        Seconds decoded per file at most: a longer file is decoded up to
+        this, flagged ``truncated`` and, with ``long_clips="fail"``, fails
+        with the reason ``too_long``.
+    min_duration : float
+        A clip shorter than this many seconds fails with the reason
+        ``too_short`` (default :data:`DEFAULT_MIN_DURATION`: the AGL1K
+        benchmark's clips last 10-180 s, and the filters need at least a
+        second to say anything); 0 turns the rule off.
+    long_clips : {"cut", "fail"}
+        What a file longer than ``max_duration`` becomes: its first
+        ``max_duration`` seconds (``"cut"``, default) or a failed row.
     res_type : {"fast", "hq", "vhq"}
         Resampling filter.
     threads : int or None
@@ -117,6 +135,8 @@ class BatchConfig:
     mono: bool = False
     features: str = "none"
     max_duration: float | None = 600.0
+    min_duration: float = DEFAULT_MIN_DURATION
+    long_clips: str = "cut"
     res_type: str = "hq"
     threads: int | None = None
     tag: tuple[str, ...] = field(default_factory=tuple)
@@ -166,6 +186,18 @@ class BatchConfig:
         if self.max_duration is not None and not self.max_duration > 0:
             raise ParameterError(
                 f"max_duration must be > 0 or None, got max_duration={self.max_duration!r}"
+            )
+        if (
+            isinstance(self.min_duration, bool)
+            or not isinstance(self.min_duration, (int, float))
+            or not 0 <= self.min_duration < float("inf")
+        ):
+            raise ParameterError(
+                f"min_duration must be a finite number >= 0, got min_duration={self.min_duration!r}"
+            )
+        if self.long_clips not in LONG_CLIPS:
+            raise ParameterError(
+                f"long_clips must be one of {LONG_CLIPS}, got long_clips={self.long_clips!r}"
             )
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ParameterError(
@@ -300,9 +332,42 @@ class BatchProcessor:
                 if name == "quality_pass":
                     vals = full.to_numpy(zero_copy_only=False)
                     passed &= np.array([bool(v) if v is not None else False for v in vals])
+        table, passed = _duration_rules(table, passed, cfg)
         table = table.append_column("passed", pa.array(passed, pa.bool_()))
         table = table.append_column("stage_error", pa.array(stage_errors, pa.string()))
         return _ordered(table)
+
+
+def _duration_rules(
+    table: pa.Table, passed: np.ndarray, cfg: BatchConfig
+) -> tuple[pa.Table, np.ndarray]:
+    """Reject decoded clips shorter than ``min_duration`` (``too_short``)
+    and, with ``long_clips="fail"``, files cut at ``max_duration``
+    (``too_long``): ``passed`` turns false and the reason joins the row's
+    ``reasons`` (created when no stage wrote one)."""
+    duration = table.column("duration").to_pylist()
+    cut = table.column("truncated").to_pylist()
+    decoded = table.column("error_type").to_pylist()
+    extra: list[list[str]] = [[] for _ in duration]
+    for i, (d, t, e) in enumerate(zip(duration, cut, decoded, strict=True)):
+        if e is not None or d is None:
+            continue
+        if d < cfg.min_duration:
+            extra[i].append(TOO_SHORT)
+        if t and cfg.long_clips == "fail":
+            extra[i].append(TOO_LONG)
+    if not any(extra):
+        return table, passed
+    passed = passed & np.array([not x for x in extra], dtype=bool)
+    if "reasons" in table.column_names:
+        old = table.column("reasons").to_pylist()
+        merged = [(o or []) + x if (o or x) else o for o, x in zip(old, extra, strict=True)]
+        at = table.column_names.index("reasons")
+        table = table.set_column(at, "reasons", pa.array(merged, pa.list_(pa.string())))
+    else:
+        merged = [x if e is None else None for x, e in zip(extra, decoded, strict=True)]
+        table = table.append_column("reasons", pa.array(merged, pa.list_(pa.string())))
+    return table, passed
 
 
 def _fail_bad_coordinates(table: pa.Table) -> pa.Table:

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._onnx import DEVICES
 from ..exceptions import AglError, RunInterrupted
+from .batch import LONG_CLIPS
 from .demo import demo_directories, output_note, write_demo_corpus
 from .filter_flags import add_filter_flags, filter_options
 from .inputs import Inputs, discover, read_manifest
@@ -141,7 +142,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--max-duration",
         type=float,
         default=_DEFAULTS.max_duration,
-        help="seconds decoded per file at most (longer files are flagged truncated)",
+        help="seconds decoded per file at most: longer files are cut there and flagged "
+        "truncated (or fail as too_long with --long-clips fail)",
+    )
+    p.add_argument(
+        "--long-clips",
+        choices=LONG_CLIPS,
+        default=_DEFAULTS.long_clips,
+        help="a file longer than --max-duration: keep its first --max-duration seconds "
+        "(cut) or reject it (fail)",
+    )
+    p.add_argument(
+        "--min-duration",
+        type=float,
+        default=_DEFAULTS.min_duration,
+        help="reject clips shorter than this many seconds (reason too_short; 0: no limit)",
     )
     p.add_argument("--res-type", choices=["fast", "hq", "vhq"], default="hq")
     add_filter_flags(p)
@@ -285,6 +300,8 @@ def run(args: argparse.Namespace) -> int:
             threads=args.threads,
             batch_size=args.batch_size,
             max_duration=args.max_duration,
+            min_duration=args.min_duration,
+            long_clips=args.long_clips,
             res_type=args.res_type,
             file_timeout=args.file_timeout or None,
             memory_limit=args.memory_limit,
