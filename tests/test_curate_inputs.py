@@ -158,3 +158,59 @@ def test_duration_options_are_validated(kw: dict, match: str, tmp_path: Path) ->
     _wav(tmp_path / "a.wav")
     with pytest.raises(ParameterError, match=match):
         curate(discover(str(tmp_path)), tmp_path / "out", CurateConfig(workers=0, **kw))
+
+
+def _multi(path: Path, channels: int, seconds: float = 2.0) -> Path:
+    rng = np.random.default_rng(channels)
+    y = (rng.standard_normal((int(32000 * seconds), channels)) * 3000).astype("<i2")
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(32000)
+        w.writeframes(y.tobytes())
+    return path
+
+
+def test_binaural_recipe_follows_one_channel_rule_everywhere(tmp_path: Path) -> None:
+    from agl_fast.pipeline import CurateConfig, curate
+
+    root = tmp_path / "in"
+    root.mkdir()
+    _wav(root / "mono.wav")
+    _multi(root / "stereo.wav", 2)
+    _multi(root / "six.wav", 6)
+    inputs = discover(str(root))
+
+    def rows(policy: str) -> dict[str, dict]:
+        out = tmp_path / policy
+        cfg = CurateConfig(workers=0, features="bat", channels_policy=policy, min_duration=0.0)
+        curate(inputs, out, cfg)
+        return {r["key"]: r for r in pq.read_table(out / "curated.parquet").to_pylist()}
+
+    refused = rows("refuse")
+    for key, n in (("mono.wav", 1), ("six.wav", 6)):
+        assert refused[key]["passed"] is False
+        assert f"has {n} channel(s)" in refused[key]["stage_error"]
+        assert refused[key]["features_shape"] is None
+    assert refused["stereo.wav"]["stage_error"] is None
+    assert refused["stereo.wav"]["channels_policy"] == "as-is"
+    assert refused["stereo.wav"]["features_shape"][:2] == [4, 201]
+
+    converted = rows("mono-to-binaural")
+    assert converted["mono.wav"]["stage_error"] is None
+    assert converted["mono.wav"]["channels_policy"] == "mono-to-binaural"
+    assert converted["mono.wav"]["features_shape"][:2] == [4, 201]
+    assert "has 6 channel(s)" in converted["six.wav"]["stage_error"]
+
+    # the features command applies the same rule
+    cmd = [sys.executable, "-m", "agl_fast", "features", str(root / "mono.wav")]
+    r = subprocess.run([*cmd, "--out", str(tmp_path / "f.npy")], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "has 1 channel(s) (--mono-to-binaural duplicates a mono clip)" in r.stderr
+    r = subprocess.run(
+        [*cmd, "--mono-to-binaural", "--out", str(tmp_path / "f.npy")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert np.load(tmp_path / "f.npy").shape[:2] == (4, 201)

@@ -16,7 +16,7 @@ import numpy as np
 
 from .audio import load
 from .exceptions import ParameterError
-from .presets import PRESETS, preset
+from .presets import PRESETS, binaural_input, preset
 
 _LOG = logging.getLogger(__name__)
 
@@ -46,6 +46,11 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--out", type=Path, help="write the features to this .npy or .parquet file")
     p.add_argument("--threads", type=int, default=None, help="worker threads (None: all cores)")
+    p.add_argument(
+        "--mono-to-binaural",
+        action="store_true",
+        help="with --preset bat: duplicate a mono input into two ears instead of refusing it",
+    )
     p.set_defaults(run=run)
 
 
@@ -131,9 +136,9 @@ def run(args: argparse.Namespace) -> int:
         names = [str(p) for p in args.inputs]
     if args.preset == "efficientat":
         clips = [c.mean(axis=0) if c.ndim == 2 else c for c in clips]
-    if args.preset == "bat" and any(c.ndim != 2 or c.shape[0] != 2 for c in clips):
-        bad = next(n for n, c in zip(names, clips, strict=True) if c.ndim != 2 or c.shape[0] != 2)
-        raise ParameterError(f"the bat preset needs stereo [2, n] audio; {bad} is not stereo")
+    if args.preset == "bat":
+        policy = "mono-to-binaural" if args.mono_to_binaural else "refuse"
+        clips = [binaural_input(c, policy, n) for c, n in zip(clips, names, strict=True)]
     start = time.perf_counter()
     feats = list(preset(args.preset, clips, sr=sr, n_threads=args.threads))
     elapsed = time.perf_counter() - start

@@ -11,14 +11,70 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from . import _native
 from ._args import opt_real, real
 from ._batch import Output, prepare_mono, prepare_stereo, run
 from ._config import resolve_threads
-from .exceptions import ParameterError
+from .exceptions import ParameterError, ShapeError
 from .features import logmel
 
-__all__ = ["PRESETS", "bat", "efficientat", "librosa_logmel", "preset"]
+__all__ = [
+    "CHANNEL_POLICIES",
+    "PRESETS",
+    "bat",
+    "binaural_input",
+    "efficientat",
+    "librosa_logmel",
+    "preset",
+]
+
+#: How a binaural recipe (``bat``) treats a clip that is not two-channel:
+#: ``"refuse"`` (default: a :class:`ShapeError` naming the channel count)
+#: or ``"mono-to-binaural"`` (a mono clip becomes two identical ears; other
+#: counts are still refused). One rule for every entry point: ``curate
+#: --features bat``, ``agl-fast features --preset bat`` and the API.
+CHANNEL_POLICIES = ("refuse", "mono-to-binaural")
+
+
+def binaural_input(y: np.ndarray, policy: str = "refuse", name: str = "clip") -> np.ndarray:
+    """A clip as the ``[2, n]`` input of a binaural recipe, by ``policy``.
+
+    Parameters
+    ----------
+    y : np.ndarray [shape=(n,) or (channels, n)]
+        Audio.
+    policy : {"refuse", "mono-to-binaural"}
+        See :data:`CHANNEL_POLICIES`.
+    name : str
+        What to call the clip in an error message.
+
+    Returns
+    -------
+    np.ndarray [shape=(2, n)]
+        ``y`` itself when it has two channels; a mono clip duplicated under
+        ``"mono-to-binaural"``.
+
+    Raises
+    ------
+    ShapeError
+        A clip that is not two-channel and that the policy does not convert.
+    ParameterError
+        An unknown policy.
+    """
+    if policy not in CHANNEL_POLICIES:
+        raise ParameterError(f"channels policy must be one of {CHANNEL_POLICIES}, got {policy!r}")
+    channels = 1 if y.ndim == 1 else int(y.shape[0])
+    if y.ndim == 2 and channels == 2:
+        return y
+    if y.ndim <= 2 and channels == 1 and policy == "mono-to-binaural":
+        mono = y.reshape(-1)
+        return np.ascontiguousarray(np.stack([mono, mono]))
+    hint = " (--mono-to-binaural duplicates a mono clip)" if channels == 1 else ""
+    raise ShapeError(
+        f"the bat recipe needs two-channel (binaural) audio; {name} has {channels} channel(s){hint}"
+    )
 
 
 def bat(

@@ -33,6 +33,7 @@ from .._onnx import DEVICES, Device
 from ..audio import load_arrays
 from ..exceptions import ParameterError, ShapeError
 from ..manifest import COORDINATE_PROBLEM
+from ..presets import CHANNEL_POLICIES
 from ..quality import DEFAULT_THRESHOLDS
 from ..tagging.windows import DEFAULT_FRACTION_SCHEME, FRACTION_SCHEMES
 from .stages import Clips, FeatureStage, Stage, levels_stage, quality_stage
@@ -111,6 +112,9 @@ class BatchConfig:
         ``too_short`` (default :data:`DEFAULT_MIN_DURATION`: the AGL1K
         benchmark's clips last 10-180 s, and the filters need at least a
         second to say anything); 0 turns the rule off.
+    channels_policy : {"refuse", "mono-to-binaural"}
+        What the ``bat`` features do with a clip that is not two-channel
+        (:data:`agl_fast.presets.CHANNEL_POLICIES`).
     long_clips : {"cut", "fail"}
         What a file longer than ``max_duration`` becomes: its first
         ``max_duration`` seconds (``"cut"``, default) or a failed row.
@@ -137,6 +141,7 @@ class BatchConfig:
     max_duration: float | None = 600.0
     min_duration: float = DEFAULT_MIN_DURATION
     long_clips: str = "cut"
+    channels_policy: str = "refuse"
     res_type: str = "hq"
     threads: int | None = None
     tag: tuple[str, ...] = field(default_factory=tuple)
@@ -195,6 +200,11 @@ class BatchConfig:
             raise ParameterError(
                 f"min_duration must be a finite number >= 0, got min_duration={self.min_duration!r}"
             )
+        if self.channels_policy not in CHANNEL_POLICIES:
+            raise ParameterError(
+                f"channels_policy must be one of {CHANNEL_POLICIES}, "
+                f"got channels_policy={self.channels_policy!r}"
+            )
         if self.long_clips not in LONG_CLIPS:
             raise ParameterError(
                 f"long_clips must be one of {LONG_CLIPS}, got long_clips={self.long_clips!r}"
@@ -215,7 +225,7 @@ def build_stages(cfg: BatchConfig) -> list[Stage]:
             st = quality_stage(cfg.thresholds(), cfg.threads) or st
         stages.append(st)
     if cfg.features != "none":
-        stages.append(FeatureStage(cfg.features, cfg.threads))
+        stages.append(FeatureStage(cfg.features, cfg.threads, cfg.channels_policy))
     scheme: Literal["segments10", "time"] = (
         "time" if cfg.fraction_scheme == "time" else "segments10"
     )
@@ -332,6 +342,9 @@ class BatchProcessor:
                 if name == "quality_pass":
                     vals = full.to_numpy(zero_copy_only=False)
                     passed &= np.array([bool(v) if v is not None else False for v in vals])
+        # a row a stage could not compute (e.g. a clip its recipe refuses)
+        # does not pass silently: its stage_error says why
+        passed &= np.array([e is None for e in stage_errors], dtype=bool)
         table, passed = _duration_rules(table, passed, cfg)
         table = table.append_column("passed", pa.array(passed, pa.bool_()))
         table = table.append_column("stage_error", pa.array(stage_errors, pa.string()))

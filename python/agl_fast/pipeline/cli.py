@@ -153,6 +153,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(cut) or reject it (fail)",
     )
     p.add_argument(
+        "--mono-to-binaural",
+        action="store_true",
+        help="with --features bat: duplicate a mono clip into two ears (recorded in the "
+        "channels_policy column) instead of refusing it",
+    )
+    p.add_argument(
         "--min-duration",
         type=float,
         default=_DEFAULTS.min_duration,
@@ -302,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
             max_duration=args.max_duration,
             min_duration=args.min_duration,
             long_clips=args.long_clips,
+            channels_policy="mono-to-binaural" if args.mono_to_binaural else "refuse",
             res_type=args.res_type,
             file_timeout=args.file_timeout or None,
             memory_limit=args.memory_limit,

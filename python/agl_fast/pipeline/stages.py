@@ -216,18 +216,25 @@ class FeatureStage:
     array.
     """
 
-    def __init__(self, preset: str, n_threads: int | None = None):
+    def __init__(self, preset: str, n_threads: int | None = None, channels_policy: str = "refuse"):
+        from ..presets import CHANNEL_POLICIES
+
         if preset not in ("bat", "efficientat"):
             raise ParameterError(f"features must be 'bat', 'efficientat' or 'none', got {preset!r}")
+        if channels_policy not in CHANNEL_POLICIES:
+            raise ParameterError(
+                f"channels_policy must be one of {CHANNEL_POLICIES}, got {channels_policy!r}"
+            )
         self.name = f"features:{preset}"
         self.preset = preset
         self.n_threads = n_threads
+        self.channels_policy = channels_policy
 
     def _compute(self, audio: list[np.ndarray], sr: int) -> list[np.ndarray]:
         from .. import presets
 
         if self.preset == "bat":
-            items = [np.ascontiguousarray(y[[0, 0]] if y.shape[0] == 1 else y[:2]) for y in audio]
+            items = [presets.binaural_input(y, self.channels_policy) for y in audio]
             out = presets.bat(items, sr=sr, n_threads=self.n_threads, output="list")
         else:
             items = [np.ascontiguousarray(y.mean(axis=0, dtype=np.float32)) for y in audio]
@@ -235,7 +242,19 @@ class FeatureStage:
         return list(out)
 
     def __call__(self, clips: Clips) -> Columns:
+        from ..presets import binaural_input
+
         feats: list[np.ndarray | None]
+        extra: dict[str, pa.Array] = {}
+        if self.preset == "bat":
+            # The channel rule first: a clip it refuses raises here, so the
+            # batch runs clip by clip and that row carries the reason.
+            for key, y in zip(clips.keys, clips.audio, strict=True):
+                binaural_input(y, self.channels_policy, key)
+            extra["channels_policy"] = pa.array(
+                ["as-is" if y.shape[0] == 2 else self.channels_policy for y in clips.audio],
+                pa.string(),
+            )
         try:
             feats = list(self._compute(clips.audio, clips.sr))
         except Exception:
@@ -248,6 +267,7 @@ class FeatureStage:
                 except Exception:
                     feats.append(None)
         return {
+            **extra,
             "features": nested_tensor_array(feats),
             "features_shape": pa.array(
                 [None if f is None else list(f.shape) for f in feats], pa.list_(pa.int64())
