@@ -30,6 +30,9 @@ def _wav(path: Path, seconds: float = 2.0, seed: int = 0) -> Path:
     return path
 
 
+CURATE = [sys.executable, "-m", "agl_fast", "curate"]
+
+
 def _curate(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agl_fast", "curate", "-q", *args],
@@ -214,3 +217,55 @@ def test_binaural_recipe_follows_one_channel_rule_everywhere(tmp_path: Path) -> 
     )
     assert r.returncode == 0, r.stderr
     assert np.load(tmp_path / "f.npy").shape[:2] == (4, 201)
+
+
+def test_unreadable_inputs_are_rows_before_any_decoding(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    root.mkdir()
+    _wav(root / "ok.wav", seconds=2.0)
+    os.mkfifo(root / "fifo.mp3")
+    (root / "zero.mp3").symlink_to("/dev/zero")
+    (root / "dir.wav").mkdir()
+    n_missing = 20_000
+    lines = ["key,path", "ok,ok.wav", "fifo,fifo.mp3", "zero,zero.mp3", "dir,dir.wav"]
+    lines += [f"m{i},missing/{i}.mp3" for i in range(n_missing)]
+    csv = tmp_path / "m.csv"
+    csv.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    # a FIFO or /dev/zero handed to a decoder would block or never end:
+    # the bound proves they never reach one
+    r = subprocess.run(
+        [
+            *CURATE,
+            "-v",
+            "--manifest",
+            str(csv),
+            "--audio-dir",
+            str(root),
+            "--out",
+            str(out),
+            "--workers",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode in (0, 1), r.stderr
+    assert f"{n_missing + 3} of {n_missing + 4} inputs cannot be read" in r.stderr
+    rows = {row["key"]: row for row in pq.read_table(out / "curated.parquet").to_pylist()}
+    assert len(rows) == n_missing + 4
+    assert rows["ok"]["error_type"] is None
+    assert rows["fifo"]["error_type"] == "NotARegularFile"
+    assert "not a regular file (a FIFO)" in rows["fifo"]["error_message"]
+    assert rows["zero"]["error_type"] == "NotARegularFile"
+    assert "a character device" in rows["zero"]["error_message"]
+    assert rows["dir"]["error_type"] == "NotARegularFile"
+    assert "a directory" in rows["dir"]["error_message"]
+    assert all(rows[f"m{i}"]["error_type"] == "FileNotFound" for i in range(n_missing))
+    assert rows["m7"]["error_message"].endswith("file not found: " + str(root / "missing/7.mp3"))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["errors_by_type"] == {
+        "FileNotFound": n_missing,
+        "NotARegularFile": 3,
+    }

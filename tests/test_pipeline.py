@@ -206,7 +206,7 @@ def test_agl1k_manifest(tmp_path: Path) -> None:
     assert rows["aporee_26839_30948"]["country"] == "Morocco"
     assert isinstance(rows["aporee_5201_6631"]["latitude"], float)
     missing = [r for r in rows.values() if r["error_type"] is not None]
-    assert all(r["error_type"] == "AudioDecodeError" for r in missing)
+    assert all(r["error_type"] == "FileNotFound" for r in missing)
 
 
 class _Loudest:

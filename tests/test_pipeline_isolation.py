@@ -27,6 +27,7 @@ from agl_fast import presets
 from agl_fast.audio import load
 from agl_fast.pipeline import (
     BatchConfig,
+    Clips,
     CurateConfig,
     Inputs,
     curate,
@@ -185,13 +186,32 @@ class _Killer:
         self.thread.join()
 
 
+class _HangOn:
+    """A stage that blocks, as a decoder stuck on one file would, when its
+    batch holds ``key``: it opens the FIFO ``fifo`` for reading, which
+    waits for a writer that never comes (the run's inputs are all regular
+    files: its metadata pass refuses a FIFO before any worker sees it)."""
+
+    name = "hang_on"
+
+    def __init__(self, key: str, fifo: Path) -> None:
+        self.key, self.fifo = key, str(fifo)
+
+    def __call__(self, clips: Clips) -> dict[str, list[int]]:
+        if self.key in clips.keys:
+            with open(self.fifo, "rb") as fh:
+                fh.read()
+        return {"hang_on": [0] * len(clips.keys)}
+
+
 @pytest.fixture
 def fifo_corpus(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
     d = tmp_path / "in"
     d.mkdir()
-    names = _good(d, 5)
-    os.mkfifo(d / "x.wav")
-    names.insert(2, "x.wav")
+    names = _good(d, 6)
+    (d / names[2]).rename(d / "x.wav")
+    names[2] = "x.wav"
+    os.mkfifo(tmp_path / "hang.fifo")
     yield d, names
 
 
@@ -200,7 +220,7 @@ def test_hanging_file_is_a_timeout_row(fifo_corpus: tuple[Path, list[str]], tmp_
     inputs = read_manifest(_manifest(d, names))
     cfg = CurateConfig(sr=16000, workers=1, batch_size=3, file_timeout=1.0)
     t0 = time.monotonic()
-    summary = curate(inputs, tmp_path / "o", cfg)
+    summary = curate(inputs, tmp_path / "o", cfg, stages=[_HangOn("x.wav", d.parent / "hang.fifo")])
     assert time.monotonic() - t0 < 30
     rows = {r["key"]: r for r in pq.read_table(tmp_path / "o" / "curated.parquet").to_pylist()}
     assert sorted(rows) == sorted(names)
@@ -226,8 +246,9 @@ def test_worker_killed_by_a_signal_is_a_crash_row(
     d, names = fifo_corpus
     inputs = read_manifest(_manifest(d, names))
     cfg = CurateConfig(sr=16000, workers=1, batch_size=6, file_timeout=60.0)
-    with _Killer(d / "x.wav", sig) as killer:
-        summary = curate(inputs, tmp_path / "o", cfg)
+    fifo = d.parent / "hang.fifo"
+    with _Killer(fifo, sig) as killer:
+        summary = curate(inputs, tmp_path / "o", cfg, stages=[_HangOn("x.wav", fifo)])
     # Killed in its batch of six, then alone.
     assert killer.kills == 2
     rows = {r["key"]: r for r in pq.read_table(tmp_path / "o" / "curated.parquet").to_pylist()}
@@ -313,18 +334,22 @@ def test_resume_skips_a_file_that_lost_a_worker_unless_retry_failed(
     inputs = read_manifest(_manifest(d, names))
     out = tmp_path / "o"
     cfg = CurateConfig(sr=16000, workers=1, batch_size=2, file_timeout=0.5, part_rows=1)
-    curate(inputs, out, cfg)
+    hang = [_HangOn("x.wav", d.parent / "hang.fifo")]
+    curate(inputs, out, cfg, stages=hang)
     first = pq.read_table(out / "curated.parquet")
     assert first.num_rows == len(names)
-    # Resumed: nothing left to do, the FIFO is not opened again (it would
+    assert first.to_pylist()[2]["error_type"] == "Timeout"
+    # Resumed: nothing left to do, the file is not tried again (it would
     # time out again).
-    again = curate(inputs, out, replace(cfg, resume=True))
+    again = curate(inputs, out, replace(cfg, resume=True), stages=hang)
     assert again["this_run"]["files"] == 0
     assert pq.read_table(out / "curated.parquet").equals(first)
     # The file is fixed; --retry-failed runs it (and only it) again.
     os.unlink(d / "x.wav")
     sf.write(d / "x.wav", _tone(16000, 0.5, 1, 3), 16000)
-    retried = curate(inputs, out, replace(cfg, resume=True, retry_failed=True))
+    (d.parent / "hang.fifo").unlink()
+    (d.parent / "hang.fifo").write_bytes(b"")  # the stage no longer blocks
+    retried = curate(inputs, out, replace(cfg, resume=True, retry_failed=True), stages=hang)
     assert retried["this_run"]["files"] == 1
     rows = pq.read_table(out / "curated.parquet")
     assert rows.column("key").to_pylist() == names  # input order, each key once

@@ -73,9 +73,11 @@ from agl_fast.pipeline.batch import BatchConfig, BatchProcessor, _run_stage, bui
 from agl_fast.pipeline.inputs import AUDIO_EXTENSIONS, Inputs
 from agl_fast.pipeline.journal import LogContents, PartSink, read_log, read_parts
 from agl_fast.pipeline.run import (
+    PRECHECK_CHUNK,
     CurateConfig,
     _input_table,
     final_table,
+    metadata_pass,
     prepare_out,
     run_counts,
     stop_on_signals,
@@ -574,6 +576,7 @@ def curate_ray(
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     skip = state.done - state.failed if cfg.retry_failed else state.done
     todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
+    todo, unreadable = metadata_pass(inputs, todo)
     size = cfg.batch_size
     batches = [_input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size)]
     sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
@@ -587,6 +590,8 @@ def curate_ray(
     finished = False
     try:
         with stop_on_signals(override=True):
+            for at in range(0, unreadable.num_rows, PRECHECK_CHUNK):
+                sink.add(unreadable.slice(at, PRECHECK_CHUNK))
             if batches:
                 _drive(batches, cfg, opts, sink, on_rows)
             sink.finish()

@@ -508,31 +508,34 @@ def _error_type(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _error_table(keys: list[str], paths: list[str], error_type: str, message: str) -> pa.Table:
+def _error_table(
+    keys: list[str], paths: list[str], error_type: str | list[str], message: str | list[str]
+) -> pa.Table:
     n = len(keys)
+    types = [error_type] * n if isinstance(error_type, str) else error_type
+    messages = [message] * n if isinstance(message, str) else message
     return _ordered(
         pa.table(
             {
                 "key": pa.array(keys, pa.string()),
                 "path": pa.array(paths, pa.string()),
-                "passed": pa.array([False] * n, pa.bool_()),
-                "error_type": pa.array([error_type] * n, pa.string()),
-                "error_message": pa.array([message] * n, pa.string()),
+                "passed": pa.array(np.zeros(n, dtype=bool), pa.bool_()),
+                "error_type": pa.array(types, pa.string()),
+                "error_message": pa.array(messages, pa.string()),
             }
         )
     )
 
 
-def error_rows(table: pa.Table, error_type: str, message: str) -> pa.Table:
-    """Rows of ``table``'s files that all failed with ``error_type``: the
-    base columns (decode metadata null), ``message`` after each key, and
-    the carried input columns."""
+def error_rows(table: pa.Table, error_type: str | list[str], message: str | list[str]) -> pa.Table:
+    """Rows of ``table``'s files that all failed: the base columns (decode
+    metadata null), ``error_type`` and ``message`` (one for all rows, or
+    one per row) with the key before each message, and the carried input
+    columns."""
     keys, paths, carried = _inputs_of(table)
-    rows = [
-        _error_table([k], [p], error_type, f"{k}: {message}")
-        for k, p in zip(keys, paths, strict=True)
-    ]
-    out = pa.concat_tables(rows) if rows else _error_table([], [], error_type, message)
+    messages = [message] * len(keys) if isinstance(message, str) else message
+    texts = [f"{k}: {m}" for k, m in zip(keys, messages, strict=True)]
+    out = _error_table(keys, paths, error_type, texts)
     for name in carried.column_names:
         out = out.append_column(name, carried.column(name))
     return _int64(out)

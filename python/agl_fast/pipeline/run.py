@@ -53,24 +53,30 @@ import pyarrow.compute as pc
 
 from .. import __version__
 from ..exceptions import ParameterError, RunInterrupted
-from .batch import BASE_COLUMNS, BatchConfig, BatchProcessor, stage_names
+from .batch import BASE_COLUMNS, BatchConfig, BatchProcessor, error_rows, stage_names
 from .inputs import Inputs, extra_columns_at
 from .journal import PARTS_DIR, PartSink, progress_files, read_parts, recover
+from .precheck import check_paths
 from .stages import Stage, atomic_write_parquet
 from .supervisor import Supervisor, SupervisorStats
 
 __all__ = [
+    "PRECHECK_CHUNK",
     "CurateConfig",
     "Resumed",
     "curate",
     "default_workers",
     "final_table",
+    "metadata_pass",
     "prepare_out",
     "run_counts",
     "stop_on_signals",
 ]
 
 _log = logging.getLogger("agl_fast.pipeline")
+
+#: Rows of unreadable inputs handed to the part sink at a time.
+PRECHECK_CHUNK = 8192
 
 #: Batches per worker at least, when ``batch_size`` would give fewer.
 _TASKS_PER_WORKER = 4
@@ -203,6 +209,31 @@ def _logged(sink: PartSink, batches: Iterable[pa.Table]) -> Iterator[pa.Table]:
         yield b
 
 
+def metadata_pass(inputs: Inputs, todo: list[int]) -> tuple[list[int], pa.Table]:
+    """Split ``todo`` into the inputs to decode and the error rows of those
+    that cannot be read (:func:`~agl_fast.pipeline.precheck.check_paths`),
+    before any worker starts."""
+    t0 = time.perf_counter()
+    bad = check_paths([inputs.paths[i] for i in todo])
+    if not bad:
+        return todo, pa.table({})
+    positions = [todo[j] for j, _, _ in bad]
+    rows = error_rows(
+        _input_table(inputs, positions), [t for _, t, _ in bad], [m for _, _, m in bad]
+    )
+    counts = Counter(t for _, t, _ in bad)
+    _log.warning(
+        "%d of %d inputs cannot be read (%s), found in %.2f s before decoding; each has "
+        "its error row",
+        len(bad),
+        len(todo),
+        ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())),
+        time.perf_counter() - t0,
+    )
+    gone = set(positions)
+    return [i for i in todo if i not in gone], rows
+
+
 def _input_table(inputs: Inputs, idx: list[int]) -> pa.Table:
     cols: dict[str, Any] = {
         "key": pa.array([inputs.keys[i] for i in idx], pa.string()),
@@ -285,6 +316,7 @@ def curate(
     state = prepare_out(out, inputs, cfg.resume)
     skip = state.done - state.failed if cfg.retry_failed else state.done
     todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
+    todo, unreadable = metadata_pass(inputs, todo)
     workers = default_workers() if cfg.workers is None else cfg.workers
     # Smaller batches when there are few files, so that every worker gets
     # several (a run's tail is then one file, not one batch, long).
@@ -301,6 +333,11 @@ def curate(
     finished = False
     try:
         with stop_on_signals():
+            for at in range(0, unreadable.num_rows, PRECHECK_CHUNK):
+                chunk = unreadable.slice(at, PRECHECK_CHUNK)
+                sink.add(chunk)
+                if progress is not None:
+                    progress(chunk.num_rows, audio_s)
             if workers == 0 or not todo:
                 rows = _in_process(batch_cfg, stages, batches) if todo else iter(())
             else:
