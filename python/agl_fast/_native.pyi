@@ -258,6 +258,7 @@ def load_many(
     list[str | None],
     npt.NDArray[np.float64],
     list[int],
+    list[int | None],
 ]: ...
 def resample_array(
     y: npt.NDArray[np.float32], orig_sr: int, target_sr: int, res_type: str = "hq"

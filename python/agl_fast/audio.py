@@ -431,7 +431,7 @@ def _decode_batch(
         if formats is None
         else [_format(f"formats[{i}]", f) for i, f in enumerate(formats)],
     )
-    data, chans, frames, srs, src_srs, src_chs, trunc, kinds, msgs, levels, corrupt = out
+    data, chans, frames, srs, src_srs, src_chs, trunc, kinds, msgs, levels, corrupt, declared = out
     meta = {
         "channels": chans.astype(np.int64),
         "frames": frames.astype(np.int64),
@@ -444,8 +444,36 @@ def _decode_batch(
         "failed": np.array([k is not None for k in kinds], dtype=bool),
         "levels": levels,
         "corrupt_frames": corrupt,
+        "decoded_fraction": _decoded_fraction(
+            frames, srs, src_srs, declared, trunc, offset, duration
+        ),
     }
     return data, meta
+
+
+def _decoded_fraction(
+    frames: np.ndarray,
+    srs: Sequence[int],
+    src_srs: Sequence[int],
+    declared: Sequence[int | None],
+    truncated: Sequence[bool],
+    offset: float,
+    duration: float | None,
+) -> list[float | None]:
+    """Share of the seconds a file's header declares (past ``offset``, up
+    to ``duration``) that decoded: about 1 for a whole file, less for one
+    cut short; None where nothing is declared or the read stopped on
+    purpose (``max_duration``)."""
+    out: list[float | None] = []
+    for n, sr, src_sr, total, cut in zip(frames, srs, src_srs, declared, truncated, strict=True):
+        if total is None or cut or not sr or not src_sr:
+            out.append(None)
+            continue
+        expected = max(0.0, total / src_sr - offset)
+        if duration is not None:
+            expected = min(expected, duration)
+        out.append(min(1.0, float(n) / sr / expected) if expected > 0 else None)
+    return out
 
 
 def _meta_table(
@@ -472,6 +500,7 @@ def _meta_table(
             "source_channels": col(np.asarray(meta["source_channels"], np.int64), pa.int64()),
             "truncated": col(meta["truncated"], pa.bool_()),
             "corrupt_frames": col(np.asarray(meta["corrupt_frames"], np.int64), pa.int64()),
+            "decoded_fraction": pa.array(meta["decoded_fraction"], pa.float64()),
             "error_type": pa.array(meta["kinds"], pa.string()),
             "error_message": pa.array(meta["messages"], pa.string()),
         }

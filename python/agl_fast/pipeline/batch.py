@@ -83,6 +83,16 @@ LONG_CLIPS = ("cut", "fail")
 #: Rejection reasons of the duration rules (in the ``reasons`` column).
 TOO_SHORT, TOO_LONG = "too_short", "too_long"
 
+#: ``error_type`` of a row whose file decodes to less than its header
+#: declares.
+TRUNCATED_SOURCE = "TruncatedSource"
+#: A file is cut when its decoded length falls short of the declared one by
+#: more than this share of it ...
+CUT_SOURCE_TOLERANCE = 0.01
+#: ... and by more than this many seconds (encoder padding and rounding of
+#: frame counts stay well below both).
+CUT_SOURCE_SECONDS = 0.1
+
 #: ``error_type`` of a row whose manifest coordinates are invalid.
 INVALID_COORDINATES = "InvalidCoordinates"
 
@@ -112,6 +122,10 @@ class BatchConfig:
         ``too_short`` (default :data:`DEFAULT_MIN_DURATION`: the AGL1K
         benchmark's clips last 10-180 s, and the filters need at least a
         second to say anything); 0 turns the rule off.
+    allow_cut_sources : bool
+        Keep files that decode to less than their header declares (a
+        ``decoded_fraction`` below 1) instead of failing them as
+        :data:`TRUNCATED_SOURCE`.
     channels_policy : {"refuse", "mono-to-binaural"}
         What the ``bat`` features do with a clip that is not two-channel
         (:data:`agl_fast.presets.CHANNEL_POLICIES`).
@@ -142,6 +156,7 @@ class BatchConfig:
     min_duration: float = DEFAULT_MIN_DURATION
     long_clips: str = "cut"
     channels_policy: str = "refuse"
+    allow_cut_sources: bool = False
     res_type: str = "hq"
     threads: int | None = None
     tag: tuple[str, ...] = field(default_factory=tuple)
@@ -199,6 +214,11 @@ class BatchConfig:
         ):
             raise ParameterError(
                 f"min_duration must be a finite number >= 0, got min_duration={self.min_duration!r}"
+            )
+        if not isinstance(self.allow_cut_sources, bool | np.bool_):
+            raise ParameterError(
+                "allow_cut_sources must be a bool, got "
+                f"allow_cut_sources={self.allow_cut_sources!r}"
             )
         if self.channels_policy not in CHANNEL_POLICIES:
             raise ParameterError(
@@ -291,7 +311,7 @@ class BatchProcessor:
             out = _error_table(keys, paths, _error_type(exc), f"{keys[0]}: {exc}")
         for name in carried.column_names:
             out = out.append_column(name, carried.column(name))
-        return _int64(_fail_bad_coordinates(out))
+        return _int64(_fail_bad_coordinates(_fail_cut_sources(out, self.config)))
 
     def _decode_and_run(
         self, keys: list[str], paths: list[str], sources: tuple[list[Any], list[str | None]]
@@ -381,6 +401,45 @@ def _duration_rules(
         merged = [x if e is None else None for x, e in zip(extra, decoded, strict=True)]
         table = table.append_column("reasons", pa.array(merged, pa.list_(pa.string())))
     return table, passed
+
+
+def _fail_cut_sources(table: pa.Table, cfg: BatchConfig) -> pa.Table:
+    """Rows whose file decoded to less than its header declares (the
+    loader's ``decoded_fraction``, short by more than
+    :data:`CUT_SOURCE_TOLERANCE` of it and :data:`CUT_SOURCE_SECONDS`) fail
+    with ``error_type`` :data:`TRUNCATED_SOURCE`, unless
+    ``allow_cut_sources`` (then the column alone flags them)."""
+    if cfg.allow_cut_sources or "decoded_fraction" not in table.column_names:
+        return table
+    fractions = table.column("decoded_fraction").to_pylist()
+    durations = table.column("duration").to_pylist()
+    cut = []
+    for i, (f, d) in enumerate(zip(fractions, durations, strict=True)):
+        if f is None or d is None or f >= 1.0 - CUT_SOURCE_TOLERANCE:
+            continue
+        declared = d / f if f > 0 else float("inf")
+        if declared - d > CUT_SOURCE_SECONDS:
+            cut.append((i, d, declared))
+    if not cut:
+        return table
+    kinds = table.column("error_type").to_pylist()
+    messages = table.column("error_message").to_pylist()
+    passed = table.column("passed").to_pylist()
+    keys = table.column("key").to_pylist()
+    for i, d, declared in cut:
+        if kinds[i] is None:
+            kinds[i], passed[i] = TRUNCATED_SOURCE, False
+            messages[i] = (
+                f"{keys[i]}: stream ends early after {d:.2f} s of the {declared:.2f} s its "
+                "header declares (cut or damaged file)"
+            )
+    for name, vals, typ in (
+        ("error_type", kinds, pa.string()),
+        ("error_message", messages, pa.string()),
+        ("passed", passed, pa.bool_()),
+    ):
+        table = table.set_column(table.column_names.index(name), name, pa.array(vals, typ))
+    return table
 
 
 def _fail_bad_coordinates(table: pa.Table) -> pa.Table:

@@ -153,6 +153,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(cut) or reject it (fail)",
     )
     p.add_argument(
+        "--allow-cut-sources",
+        action="store_true",
+        help="keep files that decode to less than their header declares (flagged by "
+        "decoded_fraction < 1) instead of failing them as TruncatedSource",
+    )
+    p.add_argument(
         "--mono-to-binaural",
         action="store_true",
         help="with --features bat: duplicate a mono clip into two ears (recorded in the "
@@ -308,6 +314,7 @@ def run(args: argparse.Namespace) -> int:
             max_duration=args.max_duration,
             min_duration=args.min_duration,
             long_clips=args.long_clips,
+            allow_cut_sources=args.allow_cut_sources,
             channels_policy="mono-to-binaural" if args.mono_to_binaural else "refuse",
             res_type=args.res_type,
             file_timeout=args.file_timeout or None,

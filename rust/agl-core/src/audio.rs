@@ -266,7 +266,10 @@ pub struct Decoded {
     /// The file's own rate and channel count.
     pub source_sr: u32,
     pub source_channels: usize,
-    /// Frames in the whole file at its own rate, when the header says.
+    /// Frames in the whole file at its own rate, when the header or stream
+    /// declares them (WAV data size, FLAC STREAMINFO, an MP3 Xing/Info or
+    /// VBRI frame count, the container's track length): compared with what
+    /// decoded, it tells a file cut short.
     pub source_frames: Option<u64>,
     /// The read stopped at `max_duration`.
     pub truncated: bool,
@@ -365,10 +368,15 @@ fn decode_inner(src: &Source, path: &Path, p: &DecodeParams, cancel: &Cancel) ->
         found = guard::locate(&head);
     }
     let mut priming = None;
+    // Frames a WAV header declares, kept before its sizes are repaired to
+    // what the file holds (a cut file then decodes what it has, and the
+    // declaration tells that it is cut).
+    let mut wav_declared = None;
     match found {
         Some(guard::Found::Wav(at)) => {
-            let mut patches =
+            let (mut patches, declared) =
                 guard::wav(&head[at..], media.len() - at as u64).map_err(|e| dec_err(path, e))?;
+            wav_declared = declared;
             if !patches.is_empty() {
                 patches.iter_mut().for_each(|p| p.at += at as u64);
                 media = media.patched(&patches).map_err(|e| dec_err(path, e))?;
@@ -397,10 +405,11 @@ fn decode_inner(src: &Source, path: &Path, p: &DecodeParams, cancel: &Cancel) ->
             return finish(path, d);
         }
     }
-    finish(
-        path,
-        decode_symphonia(path, &media, hint.as_deref(), priming, p, cancel)?,
-    )
+    let mut d = decode_symphonia(path, &media, hint.as_deref(), priming, p, cancel)?;
+    if wav_declared.is_some() {
+        d.source_frames = wav_declared;
+    }
+    finish(path, d)
 }
 
 fn finish(path: &Path, mut d: Decoded) -> Result<Decoded> {

@@ -147,12 +147,14 @@ type Many<'py> = (
     Vec<Option<String>>,
     Bound<'py, PyArray2<f64>>,
     Vec<u64>,
+    Vec<Option<u64>>,
 );
 
 /// Decode many files (paths or `bytes`, with optional per-file format
 /// hints) in parallel. Returns `(data, channels, frames, sr, source_sr,
 /// source_channels, truncated, error_kind, error_message, levels,
-/// corrupt_frames)` (`levels[i]`: peak, RMS, clipped share and share at the
+/// corrupt_frames, source_frames)` (`source_frames[i]`: the frames file
+/// `i`'s header declares at its own rate, `None` when it declares none) (`levels[i]`: peak, RMS, clipped share and share at the
 /// peak of file `i`'s output, zeros for a failed file):
 /// with `join`, `data` holds every file's channels one after another
 /// (planar) in one array; without, it is a list with one planar array per
@@ -203,6 +205,7 @@ pub fn load_many<'py>(
     let (mut srs, mut src_srs, mut src_chs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut trunc, mut kinds, mut msgs) = (Vec::new(), Vec::new(), Vec::new());
     let mut corrupt = Vec::with_capacity(n);
+    let mut declared = Vec::with_capacity(n);
     let mut levels = Vec::with_capacity(4 * n);
     for r in res {
         match r {
@@ -214,6 +217,7 @@ pub fn load_many<'py>(
                 src_chs.push(d.source_channels as u64);
                 trunc.push(d.truncated);
                 corrupt.push(d.corrupt_frames);
+                declared.push(d.source_frames);
                 levels.extend(d.levels);
                 kinds.push(None);
                 msgs.push(None);
@@ -233,6 +237,7 @@ pub fn load_many<'py>(
                 src_chs.push(0);
                 trunc.push(false);
                 corrupt.push(0);
+                declared.push(None);
                 kinds.push(Some(error_kind(&e)));
                 msgs.push(Some(e.to_string()));
                 levels.extend([0.0; 4]);
@@ -257,6 +262,7 @@ pub fn load_many<'py>(
         msgs,
         levels.into_pyarray(py).reshape([n, 4])?,
         corrupt,
+        declared,
     ))
 }
 

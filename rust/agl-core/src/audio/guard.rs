@@ -340,9 +340,13 @@ pub fn is_mp4(head: &[u8]) -> bool {
 }
 
 /// Check a WAV header in `head` (the first bytes of a file of `len` bytes)
-/// and return the size fields to rewrite. Errors name the field and value.
-pub fn wav(head: &[u8], len: u64) -> Result<Vec<Patch>, String> {
+/// and return the size fields to rewrite, with the frames the `data` chunk
+/// declares (its size over the block alignment; `None` when the size is a
+/// streaming placeholder, 0 or `u32::MAX`, or no `data` chunk is in
+/// `head`). Errors name the field and value.
+pub fn wav(head: &[u8], len: u64) -> Result<(Vec<Patch>, Option<u64>), String> {
     let mut patches = Vec::new();
+    let mut declared = None;
     let riff = u32le(head, 4).unwrap_or(0);
     let whole = len.saturating_sub(8).min(u32::MAX as u64) as u32;
     if riff == 0 || riff == u32::MAX || riff as u64 > len.saturating_sub(8) {
@@ -391,6 +395,9 @@ pub fn wav(head: &[u8], len: u64) -> Result<Vec<Patch>, String> {
             block_align = align as u64;
         }
         if id == b"data" {
+            if size != 0 && size != u32::MAX {
+                declared = Some(size as u64 / block_align);
+            }
             let rest = len.saturating_sub(body as u64);
             if size == 0 || size == u32::MAX || size as u64 > rest {
                 let fit =
@@ -414,7 +421,7 @@ pub fn wav(head: &[u8], len: u64) -> Result<Vec<Patch>, String> {
         }
         pos = body + size as usize + (size as usize & 1);
     }
-    Ok(patches)
+    Ok((patches, declared))
 }
 
 /// What the MP4 walk learnt.
@@ -850,7 +857,7 @@ mod tests {
     fn wav_sizes_are_repaired_and_fields_checked() {
         let h = wav_head(0, 2, 44100, 16, 0);
         // 44-byte header plus 1001 bytes of samples: 250 whole frames.
-        let p = wav(&h, 44 + 1001).unwrap();
+        let (p, declared) = wav(&h, 44 + 1001).unwrap();
         assert_eq!(
             p,
             vec![
@@ -864,9 +871,16 @@ mod tests {
                 }
             ]
         );
-        assert!(wav(&wav_head(36 + 400, 2, 44100, 16, 400), 444)
-            .unwrap()
-            .is_empty());
+        // a size of 0 is a streaming placeholder, not a declaration
+        assert_eq!(declared, None);
+        let (p, declared) = wav(&wav_head(36 + 400, 2, 44100, 16, 400), 444).unwrap();
+        assert!(p.is_empty());
+        assert_eq!(declared, Some(100)); // 400 bytes of 4-byte frames
+                                         // a data chunk that declares more than the file holds: repaired to
+                                         // what is there, the declaration kept (the file is cut short)
+        let (p, declared) = wav(&wav_head(36 + 4000, 2, 44100, 16, 4000), 444).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(declared, Some(1000));
         let e = wav(&wav_head(36, 2, u32::MAX, 16, 0), 44).unwrap_err();
         assert!(e.contains("sample_rate=4294967295"), "{e}");
         assert!(wav(&wav_head(36, 0, 8000, 16, 0), 44).is_err());
