@@ -152,9 +152,12 @@ def test_driver_killed_mid_run_resumes_without_loss_or_duplicates(
     assert 3 <= len(written) < len(discover(str(corpus)).keys)
     assert not (out / "curated.parquet").exists()
     # A log record a killed writer cut short is ignored: its rows are redone.
+    # (With one row per part the log is compacted after every batch: the
+    # kill may land between a compaction and the next batch's log.)
     logs = sorted((out / "progress").glob("*.log"))
-    assert len(logs) == 1
-    logs[0].write_bytes(logs[0].read_bytes() + b"AGLJR\x10\x00")
+    assert len(logs) <= 1
+    for log in logs:
+        log.write_bytes(log.read_bytes() + b"AGLJR\x10\x00")
     before = done_keys(out)
     assert len(before) >= 3
     # Without --resume the run is refused with one line.
