@@ -50,11 +50,77 @@ def answer_json(city: str, country: str, continent: str, lat: float, lon: float)
     )
 
 
+def _ok(**kw: Any) -> dict[str, Any]:
+    msg = {"role": "assistant", "content": answer_json("Paris", "France", "Europe", 48.85, 2.35)}
+    choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": "stop"}
+    body: dict[str, Any] = {"choices": [choice], "usage": {"prompt_tokens": 10,
+                                                           "completion_tokens": 5}}  # fmt: skip
+    body.update(kw)
+    return body
+
+
+#: Malformed 200 answers of the chat-completion protocol: name -> (body, content type).
+BAD_BODIES: dict[str, tuple[bytes, str]] = {
+    name: (json.dumps(obj).encode() if not isinstance(obj, bytes) else obj, ctype)
+    for name, obj, ctype in [
+        ("choices_str", {"choices": ["x"]}, "application/json"),
+        ("message_str", {"choices": [{"message": "str"}]}, "application/json"),
+        ("message_json_str", {"choices": [{"message": json.dumps(_ok()["choices"][0]["message"])}]},
+         "application/json"),
+        ("body_json_str", json.dumps(json.dumps(_ok())).encode(), "application/json"),
+        ("content_object", {"choices": [{"message": {"content": {"city": "Paris"}}}]},
+         "application/json"),
+        ("choices_null", {"choices": [None]}, "application/json"),
+        ("choices_empty", {"choices": []}, "application/json"),
+        ("finish_int", {"choices": [{"message": {"content": None}, "finish_reason": 7}]},
+         "application/json"),
+        ("finish_list", _ok(choices=[{"message": {"content": "x"}, "finish_reason": ["stop"]}]),
+         "application/json"),
+        ("usage_str_neg", _ok(usage={"prompt_tokens": "ten", "completion_tokens": -5}),
+         "application/json"),
+        ("usage_1e308", _ok(usage={"prompt_tokens": 1e308, "completion_tokens": 1}),
+         "application/json"),
+        ("usage_bigint", _ok(usage={"prompt_tokens": 10**30}), "application/json"),
+        ("usage_list", _ok(usage=[1, 2]), "application/json"),
+        ("not_json", b"this is not JSON {", "application/json"),
+        ("json_array", b"[1, 2, 3]", "application/json"),
+        ("empty", b"", "application/json"),
+        ("html", b"<html><body>502 Bad Gateway</body></html>", "text/html"),
+        ("deep", b"[" * 100_000 + b"]" * 100_000, "application/json"),
+    ]
+}  # fmt: skip
+
+#: Malformed 200 answers of Gemini's ``generateContent``.
+BAD_GEMINI: dict[str, tuple[bytes, str]] = {
+    name: (json.dumps(obj).encode(), "application/json")
+    for name, obj in [
+        ("gem_candidates_str", {"candidates": ["x"]}),
+        ("gem_parts_str", {"candidates": [{"content": {"parts": "x"}}]}),
+        ("gem_part_null", {"candidates": [{"content": {"parts": [None]}}]}),
+        ("gem_finish_int", {"candidates": [{"content": {"parts": [{"text": "x"}]},
+                                            "finishReason": 7}]}),
+        ("gem_usage_1e308", {"candidates": [{"content": {"parts": [{"text": "x"}]}}],
+                             "usageMetadata": {"promptTokenCount": 1e308}}),
+        ("gem_usage_str", {"candidates": [{"content": {"parts": [{"text": "x"}]}}],
+                           "usageMetadata": {"candidatesTokenCount": "ten"}}),
+        ("gem_block_int", {"promptFeedback": {"blockReason": 7}}),
+    ]
+}  # fmt: skip
+
+
 class FakeALM:
     """``faults``: per clip name (or ``"*"`` for any), a list of faults used in order:
     ``429``, ``429:SECONDS`` (with Retry-After), ``500``, ``503``, ``400``, ``401``,
     ``timeout``, ``reset``, ``truncated``, ``fenced``, ``malformed``, ``safety``,
-    ``prompt_block``, ``stream_cut``, ``echo_key:STATUS`` (an error body quoting the key)."""
+    ``prompt_block``, ``stream_cut``, ``echo_key:STATUS`` (an error body quoting the key).
+
+    Hostile faults: ``bad:NAME`` (a malformed 200 body of :data:`BAD_BODIES` or
+    :data:`BAD_GEMINI`), ``huge:BYTES`` (a 200 body of that size, with its
+    Content-Length), ``huge_chunked:BYTES`` (the same, chunked, no length),
+    ``drip:SECONDS`` (headers, then one body byte every SECONDS), ``stall:SECONDS``
+    (nothing at all for SECONDS, then a reset), ``echo_ok:VARIANT`` (a 200 answer
+    quoting the key: ``upper``, ``lower``, ``swap``, ``spaced``). ``always``, if
+    set, is the fault of every request that has no scripted one."""
 
     def __init__(
         self,
@@ -82,6 +148,8 @@ class FakeALM:
         self.files: dict[str, dict[str, Any]] = {}
         self.uploads: dict[str, dict[str, Any]] = {}
         self.answer_fn: Callable[[str | None, dict[str, Any]], str] | None = None
+        self.always: str | None = None
+        self.stopping = threading.Event()
 
     # -- bookkeeping -----------------------------------------------------
     def delivered(self, clip: str | None = None) -> int:
@@ -97,7 +165,7 @@ class FakeALM:
             for k in (clip, "*"):
                 if k is not None and self.faults.get(k):
                     return self.faults[k].pop(0)
-        return None
+        return self.always
 
     def clip_of(self, audio: bytes) -> str | None:
         try:
@@ -138,6 +206,7 @@ class FakeALM:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def stop(self) -> None:
+        self.stopping.set()
         self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
@@ -265,6 +334,66 @@ class FakeALM:
             h.wfile.write(b'{"choices": [{"message": {"content": "{\\"city')
             h.wfile.flush()
             self._reset(h)
+            return True
+        if kind == "bad":
+            data, ctype = {**BAD_BODIES, **BAD_GEMINI}[arg]
+            rec.status = 200
+            h.send_response(200)
+            h.send_header("Content-Type", ctype)
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+            h.wfile.flush()
+            rec.delivered = True
+            return True
+        if kind in ("huge", "huge_chunked"):
+            rec.status = 200
+            size = int(arg)
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            if kind == "huge":
+                h.send_header("Content-Length", str(size))
+            else:
+                h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            block = b'{"choices": [{"message": {"content": "' + b"a" * (1 << 20)
+            sent = 0
+            while sent < size and not self.stopping.is_set():
+                piece = block[: size - sent]
+                if kind == "huge":
+                    h.wfile.write(piece)
+                else:
+                    h.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                sent += len(piece)
+            if kind == "huge_chunked":
+                h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+            rec.delivered = True
+            return True
+        if kind == "drip":
+            rec.status = 200
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", "100000")
+            h.end_headers()
+            h.wfile.flush()
+            for _ in range(200):  # stops when the client hangs up (broken pipe)
+                h.wfile.write(b" ")
+                h.wfile.flush()
+                if self.stopping.wait(float(arg)):
+                    break
+            return True
+        if kind == "stall":
+            self.stopping.wait(float(arg))
+            self._reset(h)
+            return True
+        if kind == "echo_ok":
+            key = {"upper": self.key.upper(), "lower": self.key.lower(),
+                   "swap": self.key.swapcase(), "spaced": f"  {self.key}\t"}[arg]  # fmt: skip
+            text = json.dumps({"reason": f"your key is {key}", "city": key,
+                               "country": "France", "continent": "Europe",
+                               "latitude": 48.8, "longitude": 2.3})  # fmt: skip
+            self._openai(h, rec, text, "stop")
             return True
         if kind == "prompt_block":
             rec.status = 200

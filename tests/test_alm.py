@@ -98,6 +98,51 @@ def test_retry_after_forms():
     assert ratelimit.parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0
     assert ratelimit.parse_retry_after("soon") is None
     assert ratelimit.parse_retry_after(None) is None
+    assert ratelimit.parse_retry_after("inf") == float("inf")
+    assert ratelimit.parse_retry_after("1e999") == float("inf")
+    assert ratelimit.parse_retry_after("nan") is None
+    assert ratelimit.parse_retry_after("-5") == 0.0
+    assert ratelimit.parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0
+
+
+def test_redact_masks_every_case_and_whitespace_variant():
+    from agl_fast.alm.keys import redact
+
+    key = "sk-AbCdEf0123456789XyZ"
+    text = f"a {key.upper()} b {key.lower()} c {key.swapcase()} d {key} e"
+    got = redact(text, f"  {key}\n")
+    assert got == "a *** b *** c *** d *** e"
+    assert redact(f"tail {key[-12:].lower()}", key) == "tail ***"
+    assert redact("abc", "ab") == "abc"  # secrets under 4 characters are not masked
+
+
+def test_reply_shapes_are_validated():
+    from agl_fast.alm.providers import Gemini, OpenAICompatible
+
+    good = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1}}  # fmt: skip
+    r = OpenAICompatible.parse_reply(good)
+    assert (r.text, r.finish_reason, r.prompt_tokens, r.completion_tokens) == ("hi", "stop", 3, 1)
+    bad = [
+        ({"choices": ["x"]}, "not an object"),
+        ({"choices": [None]}, "not an object"),
+        ({"choices": [{"message": "str"}]}, "message is a str"),
+        ({"choices": [{"message": {"content": None}, "finish_reason": 7}]}, "finish_reason"),
+        ({**good, "usage": {"prompt_tokens": "ten"}}, "token count"),
+        ({**good, "usage": {"completion_tokens": -5}}, "token count"),
+        ({**good, "usage": {"prompt_tokens": 1e308}}, "token count"),
+        ({**good, "usage": {"prompt_tokens": 10**10}}, "token count"),
+        ([1, 2], "response is a list"),
+        ("{}", "response is a str"),
+    ]
+    for body, match in bad:
+        with pytest.raises(ValueError, match=match):
+            OpenAICompatible.parse_reply(body)
+    with pytest.raises(ValueError, match="token count"):
+        Gemini.parse_reply({"candidates": [{"content": {"parts": [{"text": "x"}]}}],
+                            "usageMetadata": {"promptTokenCount": 1e308}})  # fmt: skip
+    with pytest.raises(ValueError, match="part is a NoneType"):
+        Gemini.parse_reply({"candidates": [{"content": {"parts": [None]}}]})
 
 
 def test_backoff_is_bounded_and_jittered():

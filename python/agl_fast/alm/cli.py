@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 # Kept free of heavy imports (httpx, numpy): they load in the run functions.
+from .ratelimit import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RETRY_WAIT
+
 PROVIDERS = ("openai", "openrouter", "gemini", "dashscope", "vllm")
 PROTOCOLS = ("prepared", "agl1k")
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed")
@@ -27,7 +29,19 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tpm", type=float, default=None, help="tokens per minute limit")
     p.add_argument("--max-cost", type=float, default=None, help="stop before spending more (USD)")
     p.add_argument("--prices", default=None, help="JSON price table overriding the defaults")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    p.add_argument(
+        "--timeout", type=float, default=120.0,
+        help="seconds for a whole request: connect, headers and the full body",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-retry-wait", type=float, default=DEFAULT_MAX_RETRY_WAIT,
+        help="longest wait before a retry (s); a server asking for more makes the item "
+        "a RateLimited error",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES,
+        help="largest response body read; a larger one is a ResponseTooLarge error",
+    )  # fmt: skip
     p.add_argument("--max-attempts", type=int, default=6, help="tries per request")
     p.add_argument("--backoff-base", type=float, default=1.0, help="first backoff step (s)")
     p.add_argument(
@@ -131,8 +145,15 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _limits(args: argparse.Namespace) -> Any:
+    from ..exceptions import ParameterError
     from .runner import Limits
 
+    if not args.timeout > 0 or args.timeout == float("inf"):
+        raise ParameterError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if not args.max_retry_wait >= 0 or args.max_retry_wait == float("inf"):
+        raise ParameterError(f"--max-retry-wait must be >= 0 s, got {args.max_retry_wait}")
+    if args.max_response_bytes < 1:
+        raise ParameterError(f"--max-response-bytes must be >= 1, got {args.max_response_bytes}")
     return Limits(
         concurrency=args.concurrency,
         rpm=args.rpm,
@@ -141,6 +162,8 @@ def _limits(args: argparse.Namespace) -> Any:
         backoff_base=args.backoff_base,
         breaker_threshold=args.breaker_threshold,
         breaker_cooldown=args.breaker_cooldown,
+        max_retry_wait=args.max_retry_wait,
+        max_response_bytes=args.max_response_bytes,
     )
 
 
@@ -244,6 +267,7 @@ def run_query(args: argparse.Namespace) -> int:
             "summary": vars(summary),
             "output": path.name,
         },
+        secrets=(key,),
     )
     return _exit(summary, n_errors)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -65,13 +66,25 @@ def resolve_key(provider: str, required: bool = True) -> str | None:
     return None
 
 
+REDACTED = "***"
+
+
 def redact(text: str | None, *secrets: str | None) -> str | None:
-    """``text`` with every occurrence of each secret (and of its last 8+ characters) masked."""
+    """``text`` with every secret masked, whatever its case or surrounding whitespace.
+
+    Each secret is stripped first; its occurrences are replaced case-insensitively,
+    and so is its last 12 characters when it is longer than 16 (a key quoted in part).
+    Secrets shorter than 4 characters are ignored. This is the one redaction
+    function: the store, the logs, error messages and ``run.json`` all use it.
+    """
     if text is None:
         return None
     for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
-            if len(s) > 16:
-                text = text.replace(s[-12:], "***")
+        s = (s or "").strip()
+        if len(s) < 4:
+            continue
+        pats = [re.escape(s)]
+        if len(s) > 16:
+            pats.append(re.escape(s[-12:]))
+        text = re.sub("|".join(pats), REDACTED, text, flags=re.IGNORECASE)
     return text

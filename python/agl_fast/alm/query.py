@@ -22,9 +22,10 @@ from ..evaluate.parse import parse_answer
 from ..exceptions import ParameterError
 from .audio import file_hash
 from .cost import estimate_tokens
+from .keys import redact
 from .providers import Reply
 from .runner import Engine, Job
-from .store import Store, cache_key
+from .store import Store, cache_key, clean_int, clean_real, clean_text
 
 OUTPUT_SCHEMA = pa.schema(
     [
@@ -54,6 +55,7 @@ OUTPUT_SCHEMA = pa.schema(
         ("latency_s", pa.float64()),
         ("attempts", pa.int64()),
         ("error", pa.string()),
+        ("error_type", pa.string()),
     ]
 )
 
@@ -163,12 +165,17 @@ def export(engine: Engine, jobs: list[Job], path: str | Path) -> pa.Table:
         r = engine.store.get(j.cache_key)
         if r is None:
             continue
+        # Rows are validated when stored; stores written by older versions may
+        # hold anything, so every value is checked again on its way out.
+        raw_text = clean_text(r["raw_text"])
+        finish = clean_text(r["finish_reason"])
         if r["answer_class"] == "error":
             fields: dict[str, Any] = {}
             reason = None
         else:
-            parsed = parse_answer(r["raw_text"], r["finish_reason"])
+            parsed = parse_answer(raw_text, finish)
             fields, reason = parsed.fields, parsed.reason
+        tr = clean_int(r["truncated"])
         vals = {
             "question_id": j.key,
             "predicted_city": _text(fields.get("city")),
@@ -176,26 +183,27 @@ def export(engine: Engine, jobs: list[Job], path: str | Path) -> pa.Table:
             "predicted_continent": _text(fields.get("continent")),
             "predicted_latitude": _text(fields.get("latitude")),
             "predicted_longitude": _text(fields.get("longitude")),
-            "model_output": r["raw_text"],
-            "finish_reason": r["finish_reason"],
-            "answer_class": r["answer_class"],
+            "model_output": raw_text,
+            "finish_reason": finish,
+            "answer_class": clean_text(r["answer_class"]),
             "reason": reason,
-            "provider": r["provider"],
-            "model": r["model"],
-            "prompt_id": r["prompt_id"],
-            "prompt_hash": r["prompt_hash"],
-            "params": r["params"],
-            "audio_hash": r["input_hash"],
-            "audio_seconds_original": r["audio_seconds_original"],
-            "audio_seconds_sent": r["audio_seconds_sent"],
-            "truncated": None if r["truncated"] is None else bool(r["truncated"]),
-            "prompt_tokens": r["prompt_tokens"],
-            "completion_tokens": r["completion_tokens"],
-            "audio_tokens": r["audio_tokens"],
-            "cost_usd": r["cost_usd"],
-            "latency_s": r["latency_s"],
-            "attempts": r["attempts"],
-            "error": r["error"],
+            "provider": clean_text(r["provider"]),
+            "model": clean_text(r["model"]),
+            "prompt_id": clean_text(r["prompt_id"]),
+            "prompt_hash": clean_text(r["prompt_hash"]),
+            "params": clean_text(r["params"]),
+            "audio_hash": clean_text(r["input_hash"]),
+            "audio_seconds_original": clean_real(r["audio_seconds_original"]),
+            "audio_seconds_sent": clean_real(r["audio_seconds_sent"]),
+            "truncated": None if tr is None else bool(tr),
+            "prompt_tokens": clean_int(r["prompt_tokens"]),
+            "completion_tokens": clean_int(r["completion_tokens"]),
+            "audio_tokens": clean_int(r["audio_tokens"]),
+            "cost_usd": clean_real(r["cost_usd"]),
+            "latency_s": clean_real(r["latency_s"]),
+            "attempts": clean_int(r["attempts"]),
+            "error": clean_text(r["error"]),
+            "error_type": clean_text(r["error_type"]),
         }
         for k, v in vals.items():
             cols[k].append(v)
@@ -209,8 +217,10 @@ def output_name(model: str) -> str:
     return model.replace("/", "__").replace(":", "_") + ".parquet"
 
 
-def write_run_info(path: Path, info: dict[str, Any]) -> None:
-    path.write_text(json.dumps(info, indent=2, default=str), encoding="utf-8")
+def write_run_info(path: Path, info: dict[str, Any], secrets: tuple[str | None, ...] = ()) -> None:
+    """``info`` as JSON, with every secret masked (see :func:`~agl_fast.alm.keys.redact`)."""
+    text = redact(json.dumps(info, indent=2, default=str), *secrets) or ""
+    path.write_text(text, encoding="utf-8")
 
 
 def open_store(out: Path) -> Store:

@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import random
 import re
 import time
+
+DEFAULT_MAX_RETRY_WAIT = 120.0
+"""Longest wait (s) before a retry, whatever a server asks (``--max-retry-wait``)."""
+DEFAULT_MAX_RESPONSE_BYTES = 16 << 20
+"""Largest response body read, in bytes (``--max-response-bytes``)."""
 
 
 class TokenBucket:
@@ -67,16 +73,22 @@ _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*s\s*$")
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` header (delta seconds or an HTTP date),
-    or from a Google ``retryDelay`` such as ``"13s"``; None if absent or unreadable."""
+    or from a Google ``retryDelay`` such as ``"13s"``; None if absent or unreadable.
+
+    A negative value or a past date is 0; ``inf`` (or a number too large for a
+    float) is ``inf``, which every cap refuses; ``nan`` is unreadable (None).
+    """
     if value is None:
         return None
-    v = str(value).strip()
+    v = str(value).strip()[:200]
     if not v:
         return None
     try:
-        return max(0.0, float(v))
+        f = float(v)
     except ValueError:
         pass
+    else:
+        return None if math.isnan(f) else max(0.0, f)
     m = _DURATION_RE.match(v)
     if m:
         return float(m.group(1))

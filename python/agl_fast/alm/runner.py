@@ -25,8 +25,15 @@ import httpx
 
 from .audio import PreparedAudio, passthrough, prepare
 from .cost import Price
+from .keys import redact
 from .providers import Provider, ProviderError, Reply
-from .ratelimit import CircuitBreaker, TokenBucket, backoff_delay
+from .ratelimit import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RETRY_WAIT,
+    CircuitBreaker,
+    TokenBucket,
+    backoff_delay,
+)
 from .store import Store, canonical_params
 
 _log = logging.getLogger("agl_fast.alm")
@@ -58,6 +65,8 @@ class Limits:
     backoff_cap: float = 60.0
     breaker_threshold: int = 8
     breaker_cooldown: float = 30.0
+    max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
 
 @dataclass
@@ -118,6 +127,9 @@ class Engine:
         self.classify = classify
         self.price = price
         self.limits = limits or Limits()
+        # The engine owns flow control: the response cap and the key's redaction.
+        self.provider.max_response_bytes = int(self.limits.max_response_bytes)
+        self.store.add_secret(provider.key)
         self.audio = audio or AudioOptions()
         self.max_cost = max_cost
         self.rerun_failed = rerun_failed
@@ -223,6 +235,7 @@ class Engine:
                         retryable=0,
                         attempts=0,
                         error=f"audio: {type(exc).__name__}: {exc}",
+                        error_type=type(exc).__name__,
                     )
                 )
                 self.summary.n_failed += 1
@@ -257,15 +270,29 @@ class Engine:
                         self._stop = "auth"
                     break
                 breaker.failure()
+                cap = self.limits.max_retry_wait
                 delay = backoff_delay(
-                    attempt - 1, self.limits.backoff_base, self.limits.backoff_cap, self.rng
-                )
+                    attempt - 1, self.limits.backoff_base, min(self.limits.backoff_cap, cap),
+                    self.rng,
+                )  # fmt: skip
+                if exc.retry_after is not None and not exc.retry_after <= cap:
+                    err = ProviderError(
+                        f"{exc}; the server asked to retry after "
+                        f"{exc.retry_after_raw or exc.retry_after} s, over "
+                        f"--max-retry-wait {cap:g} s",
+                        status=exc.status,
+                        retryable=True,
+                        error_type="RateLimited",
+                    )
+                    _log.warning("%s: %s", job.key, redact(str(err), self.provider.key))
+                    break
                 if exc.retry_after is not None:
                     delay = max(delay, exc.retry_after)
                 if attempt < self.limits.max_attempts:
                     _log.warning(
                         "%s: attempt %d of %d failed (%s); retrying in %.1f s",
-                        job.key, attempt, self.limits.max_attempts, exc, delay,
+                        job.key, attempt, self.limits.max_attempts,
+                        redact(str(exc), self.provider.key), delay,
                     )  # fmt: skip
                     await asyncio.sleep(delay)
                 continue
@@ -305,6 +332,7 @@ class Engine:
                 attempts=attempt,
                 http_status=err.status if err else None,
                 error=str(err) if err else "run stopped: authentication failed",
+                error_type=err.error_type if err else "AuthenticationFailed",
                 latency_s=time.monotonic() - t0,
                 **extra,
             )

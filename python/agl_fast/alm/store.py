@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import ParameterError
+from .keys import redact
+
+_log = logging.getLogger("agl_fast.alm")
 
 ANSWER_CLASSES = ("ok", "partial", "refusal", "blocked", "unparseable", "error")
 
@@ -47,7 +52,8 @@ CREATE TABLE IF NOT EXISTS results (
     attempts INTEGER,
     http_status INTEGER,
     error TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    error_type TEXT
 );
 """
 
@@ -56,7 +62,38 @@ COLUMNS = (
     "answer_class", "retryable", "raw_text", "reasoning", "finish_reason", "prompt_tokens",
     "completion_tokens", "audio_tokens", "audio_seconds_sent", "audio_seconds_original",
     "truncated", "cost_usd", "latency_s", "attempts", "http_status", "error", "created_at",
+    "error_type",
 )  # fmt: skip
+INT_COLUMNS = frozenset({"retryable", "prompt_tokens", "completion_tokens", "audio_tokens",
+                         "truncated", "attempts", "http_status"})  # fmt: skip
+REAL_COLUMNS = frozenset({"audio_seconds_sent", "audio_seconds_original", "cost_usd",
+                          "latency_s", "created_at"})  # fmt: skip
+MAX_STORED_INT = 10**12
+"""Integers outside ``[0, MAX_STORED_INT]`` are never stored (nor exported)."""
+
+
+def clean_int(v: Any) -> int | None:
+    """``v`` if it is an integer in ``[0, MAX_STORED_INT]`` (a bool counts as 0/1), else None."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int) and 0 <= v <= MAX_STORED_INT:
+        return v
+    return None
+
+
+def clean_real(v: Any) -> float | None:
+    """``v`` as a finite float, else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def clean_text(v: Any) -> str | None:
+    """``v`` if it is a string (or bytes, decoded), else None."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v if isinstance(v, str) else None
 
 
 def canonical_params(params: dict[str, Any]) -> str:
@@ -81,6 +118,16 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
+        have = {r[1] for r in self.db.execute("PRAGMA table_info(results)")}
+        if "error_type" not in have:  # a store written before the column existed
+            with self.db:
+                self.db.execute("ALTER TABLE results ADD COLUMN error_type TEXT")
+        self.secrets: list[str] = []
+
+    def add_secret(self, secret: str | None) -> None:
+        """Mask ``secret`` (any case, stripped) in every text this store writes."""
+        if secret and secret.strip():
+            self.secrets.append(secret)
 
     def close(self) -> None:
         self.db.close()
@@ -99,10 +146,27 @@ class Store:
         return None if row is None else dict(zip(COLUMNS, row, strict=False))
 
     def put(self, row: dict[str, Any]) -> None:
+        """Store one outcome. Values are checked first: an integer column takes
+        integers in ``[0, MAX_STORED_INT]``, a real column finite numbers, a text
+        column strings; anything else is stored as NULL (and logged). Every text
+        has the secrets of :meth:`add_secret` masked."""
         rec = {c: row.get(c) for c in COLUMNS}
         rec["created_at"] = rec["created_at"] or time.time()
         if rec["answer_class"] not in ANSWER_CLASSES:
             raise ParameterError(f"answer_class must be one of {ANSWER_CLASSES}")
+        for c in COLUMNS:
+            v = rec[c]
+            if v is None:
+                continue
+            if c in INT_COLUMNS:
+                clean: Any = clean_int(v)
+            elif c in REAL_COLUMNS:
+                clean = clean_real(v)
+            else:
+                clean = redact(clean_text(v), *self.secrets)
+            if clean is None:
+                _log.warning("store: %s value of type %s dropped", c, type(v).__name__)
+            rec[c] = clean
         with self.db:
             self.db.execute(
                 f"INSERT OR REPLACE INTO results ({', '.join(COLUMNS)}) "
