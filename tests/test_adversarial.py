@@ -400,3 +400,328 @@ def test_provider_error_is_an_agl_error() -> None:
     from agl_fast.alm.providers import ProviderError
 
     assert issubclass(ProviderError, AglError)
+
+
+# ---------------------------------------------------------------------------
+# The full matrix: every parameter of every public function (agl_fast.__all__,
+# the public modules' __all__ and the drop-in compat layer) x absurd values,
+# run in child processes with a per-case time bound.
+# ---------------------------------------------------------------------------
+
+
+class _ArrowRaises:
+    """An Arrow-looking object whose export raises its own exception."""
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> Any:
+        raise ZeroDivisionError("broken export")
+
+
+class _ArrowGarbage:
+    """An Arrow-looking object whose export returns a number."""
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> Any:
+        return 42
+
+
+class _ArrowWrongCapsule:
+    """An Arrow-looking object whose export returns capsules of other names."""
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> Any:
+        import ctypes
+
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        keep = ctypes.create_string_buffer(64)
+        self._keep = keep
+        return (
+            new(ctypes.addressof(keep), b"not_arrow_schema", None),
+            new(ctypes.addressof(keep), b"not_arrow_array", None),
+        )
+
+
+class _ArrowNotTuple:
+    """An Arrow-looking object whose export returns a list of three items."""
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> Any:
+        return [1, 2, 3]
+
+
+def _absurd_values() -> dict[str, Any]:
+    """Name -> absurd value; each is tried for every parameter."""
+    return {
+        "two": 2,
+        "yes": "yes",
+        "none": None,
+        "nan": math.nan,
+        "inf": math.inf,
+        "minus_one": -1,
+        "zero": 0,
+        "2**62": 2**62,
+        "huge_str": "x" * 100_000,
+        "object": object(),
+        "list": [1, "a"],
+        "arrow_raises": _ArrowRaises(),
+        "arrow_garbage": _ArrowGarbage(),
+        "arrow_wrong_capsule": _ArrowWrongCapsule(),
+        "arrow_not_tuple": _ArrowNotTuple(),
+        "true": True,
+        "np_true": np.bool_(True),
+        "minus_inf": -math.inf,
+        "2**64": 2**64,
+        "minus_2**64": -(2**64),
+        "1e300": 1e300,
+        "half": 0.5,
+        "np_nan32": np.float32("nan"),
+        "empty_str": "",
+        "nul_str": "a\x00b",
+        "dict": {"a": 1},
+        "empty_tuple": (),
+        "complex": 1j,
+        # An array where a name or a flag is expected: `x in ("a", "b")`
+        # and `if x:` raise numpy's ambiguous-truth ValueError on it.
+        "array_2d": np.zeros((2, 2)),
+        "np_int64_huge": np.int64(2**62),
+        "np_uint64_max": np.uint64(2**64 - 1),
+    }
+
+
+def _valid_calls(wav: str) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]]:
+    """One valid call per public function: qualified name -> (fn, args, kwargs)."""
+    from agl_fast.compat import librosa as compat
+
+    y64 = Y.astype(np.float64)
+    calls: dict[str, tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = {
+        "stft": (features.stft, (Y,), {"n_fft": 256}),
+        "spectrogram": (features.spectrogram, (Y,), {"n_fft": 256}),
+        "melspectrogram": (features.melspectrogram, (Y,), {"sr": SR, "n_fft": 256}),
+        "logmel": (features.logmel, (Y,), {"sr": SR, "n_fft": 256}),
+        "mel_filterbank": (features.mel_filterbank, (), {"sr": SR, "n_fft": 512}),
+        "kaldi_mel_filterbank": (features.kaldi_mel_filterbank, (), {"sr": SR, "n_fft": 512}),
+        "power_to_db": (features.power_to_db, (S,), {}),
+        "amplitude_to_db": (features.amplitude_to_db, (S,), {}),
+        "ipd_features": (features.ipd_features, (Y2,), {"sr": SR, "n_fft": 256}),
+        "n_frames": (features.n_frames, (4000,), {"n_fft": 512}),
+        "bat": (presets.bat, (Y2,), {}),
+        "efficientat": (presets.efficientat, (Y,), {}),
+        "librosa_logmel": (presets.librosa_logmel, (Y,), {}),
+        "preset": (presets.preset, ("librosa", Y), {}),
+        "binaural_input": (presets.binaural_input, (Y2,), {}),
+        "levels": (quality.levels, (Y,), {}),
+        "quality_metrics": (quality.quality_metrics, (Y, SR), {}),
+        "quality_filter": (quality.quality_filter, (Y[None], SR), {}),
+        "rms": (quality.rms, (Y,), {"frame_length": 256, "hop_length": 128}),
+        "spectral_flatness": (quality.spectral_flatness, (Y,), {"n_fft": 256}),
+        "acoustic_complexity_index": (quality.acoustic_complexity_index, (S,), {}),
+        "schroeder_edc": (room.schroeder_edc, (IR, SR), {}),
+        "room_parameters": (room.room_parameters, (IR, SR), {}),
+        "edc_distance": (room.edc_distance, (IR, IR, SR), {}),
+        "fftconvolve": (room.fftconvolve, (Y, IR), {}),
+        "band_room_parameters": (bands.band_room_parameters, (IR, SR), {}),
+        "band_centres": (bands.band_centres, (), {}),
+        "band_filter": (bands.band_filter, (IR, SR), {}),
+        "haversine": (geo.haversine, (LAT, LON, LON, LAT), {}),
+        "geodesic": (geo.geodesic, (LAT, LON, LON, LAT), {}),
+        "geoscore": (geo.geoscore, (LAT,), {}),
+        "summarize": (geo.summarize, (LAT,), {}),
+        "resample": (audio.resample, (Y,), {"orig_sr": SR, "target_sr": 8000}),
+        "load": (audio.load, (wav,), {}),
+        "load_many": (audio.load_many, ([wav],), {}),
+        "load_arrays": (audio.load_arrays, ([wav],), {}),
+        "set_num_threads": (agl_fast.set_num_threads, (None,), {}),
+        "get_num_threads": (agl_fast.get_num_threads, (), {}),
+        "compat.stft": (compat.stft, (y64,), {"n_fft": 256}),
+        "compat.power_to_db": (compat.power_to_db, (S,), {}),
+        "compat.amplitude_to_db": (compat.amplitude_to_db, (S,), {}),
+        "compat.load": (compat.load, (wav,), {}),
+        "compat.resample": (compat.resample, (y64,), {"orig_sr": SR, "target_sr": 8000}),
+        "compat.get_duration": (compat.get_duration, (), {"y": y64, "sr": SR}),
+        "compat.feature.melspectrogram": (
+            compat.feature.melspectrogram,
+            (),
+            {"y": y64, "sr": SR, "n_fft": 256},
+        ),
+        "compat.feature.mfcc": (compat.feature.mfcc, (), {"y": y64, "sr": SR, "n_fft": 256}),
+        "compat.feature.rms": (compat.feature.rms, (), {"y": y64}),
+        "compat.feature.spectral_flatness": (
+            compat.feature.spectral_flatness,
+            (),
+            {"y": y64, "n_fft": 256},
+        ),
+        "compat.filters.mel": (compat.filters.mel, (), {"sr": SR, "n_fft": 512}),
+    }
+    return calls
+
+
+def _public_names() -> set[str]:
+    """Every public callable the matrix must cover, by its matrix name."""
+    import inspect
+
+    from agl_fast.compat import librosa as compat
+
+    names: set[str] = set()
+    for mod in (agl_fast, audio, bands, features, geo, presets, quality, room):
+        for name in getattr(mod, "__all__", ()):
+            obj = getattr(mod, name)
+            if inspect.isfunction(obj):
+                names.add(name)
+    for prefix, mod in (
+        ("compat.", compat),
+        ("compat.feature.", compat.feature),
+        ("compat.filters.", compat.filters),
+    ):
+        for name in mod.__all__:
+            if inspect.isfunction(getattr(mod, name)):
+                names.add(prefix + name)
+    return names
+
+
+def _matrix_cases(wav: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
+    """(function, parameter, value name, call) for every parameter and value."""
+    import inspect
+
+    cases = []
+    for fn_name, (fn, args, kwargs) in sorted(_valid_calls(wav).items()):
+        sig = inspect.signature(fn)
+        for index, (param, spec) in enumerate(sig.parameters.items()):
+            if spec.kind in (spec.VAR_POSITIONAL, spec.VAR_KEYWORD):
+                continue
+            for value_name, value in _absurd_values().items():
+                a, kw = list(args), dict(kwargs)
+                if index < len(a):
+                    a[index] = value
+                else:
+                    kw[param] = value
+
+                def call(f: Callable[..., Any] = fn, a: Any = a, kw: Any = kw) -> Any:
+                    return f(*a, **kw)
+
+                cases.append((fn_name, param, value_name, call))
+    return cases
+
+
+def _matrix_verdict(param: str, call: Callable[[], Any]) -> tuple[str, str] | None:
+    """None when the call returns or raises a typed error naming ``param``;
+    otherwise ``(kind, what)`` with kind ``"untyped"`` (an exception
+    outside :mod:`agl_fast.exceptions`, or InternalError) or ``"unnamed"``
+    (a typed error whose message does not name the parameter)."""
+    try:
+        call()
+    except InternalError as e:
+        return "untyped", f"InternalError: {str(e)[:200]!r}"
+    except AglError as e:
+        if param not in str(e):
+            return "unnamed", f"{type(e).__name__} without {param!r}: {str(e)[:200]!r}"
+        return None
+    except BaseException as e:
+        return "untyped", f"{type(e).__module__}.{type(e).__name__}: {str(e)[:200]!r}"
+    return None
+
+
+def _matrix_child(start: int) -> None:
+    """Run the matrix from case ``start``, two JSON lines per case."""
+    import tempfile
+
+    import soundfile as sf
+
+    with tempfile.TemporaryDirectory() as tmp:
+        wav = f"{tmp}/tone.wav"
+        sf.write(wav, np.stack([Y, Y], axis=1), SR)
+        cases = _matrix_cases(wav)
+        for i in range(start, len(cases)):
+            fn_name, param, value_name, call = cases[i]
+            sys.stdout.write(json.dumps({"start": i}) + "\n")
+            sys.stdout.flush()
+            verdict = _matrix_verdict(param, call)
+            row = {"case": i, "fn": fn_name, "param": param, "value": value_name}
+            sys.stdout.write(json.dumps({**row, "problem": verdict}) + "\n")
+            sys.stdout.flush()
+        agl_fast.set_num_threads(None)
+        sys.stdout.write(json.dumps({"done": len(cases)}) + "\n")
+        sys.stdout.flush()
+
+
+CASE_TIMEOUT_S = 20.0
+
+
+def run_matrix() -> tuple[int, list[str]]:
+    """Run every case in child interpreters (a crash or a case over
+    ``CASE_TIMEOUT_S`` is a problem, and the next child resumes after it);
+    ``(number of cases, problems)``."""
+    import selectors
+    import time
+
+    code = (
+        "import importlib.util, sys; "
+        f"spec = importlib.util.spec_from_file_location('adversarial', {__file__!r}); "
+        "t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t); "
+        "t._matrix_child(int(sys.argv[1]))"
+    )
+    problems: list[str] = []
+    start, total = 0, None
+    while total is None:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(start)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        current, deadline = None, time.monotonic() + 120.0  # the import and setup
+        while True:
+            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                proc.kill()
+                proc.wait()
+                problems.append(f"hang: case {current}: no answer within {CASE_TIMEOUT_S} s")
+                break
+            line = proc.stdout.readline()
+            if not line:
+                proc.wait()
+                problems.append(f"crash: case {current}: child died with {proc.returncode}")
+                break
+            msg = json.loads(line)
+            if "start" in msg:
+                current = msg["start"]
+                deadline = time.monotonic() + CASE_TIMEOUT_S
+            elif "done" in msg:
+                total = msg["done"]
+                proc.wait()
+                break
+            elif msg["problem"] is not None:
+                kind, what = msg["problem"]
+                problems.append(f"{kind}: {msg['fn']}({msg['param']}={msg['value']}): {what}")
+        sel.close()
+        proc.stdout.close()
+        if total is None:
+            if current is None:
+                break
+            start = current + 1
+    return (total or 0), problems
+
+
+def test_matrix_covers_every_public_function() -> None:
+    covered = set(_valid_calls("unused.wav"))
+    missing = _public_names() - covered
+    assert not missing, f"public functions outside the full matrix: {sorted(missing)}"
+
+
+def test_every_parameter_of_every_public_function() -> None:
+    """0 untyped errors, crashes and hangs over the whole matrix. (Typed
+    errors whose message does not name the parameter, such as a decode
+    error naming the file, are counted by ``python tests/test_adversarial.py``
+    but do not fail here.)"""
+    n, problems = run_matrix()
+    assert n > 5000, f"the matrix ran only {n} cases"
+    bad = [p for p in problems if not p.startswith("unnamed:")]
+    assert not bad, f"{len(bad)} of {n} cases:\n" + "\n".join(bad)
+
+
+if __name__ == "__main__":
+    n_cases, found = run_matrix()
+    print("\n".join(found))
+    kinds = {k: sum(p.startswith(k + ":") for p in found) for k in ("untyped", "unnamed")}
+    kinds["crash/hang"] = len(found) - sum(kinds.values())
+    print(f"{n_cases} cases: " + ", ".join(f"{v} {k}" for k, v in kinds.items()))

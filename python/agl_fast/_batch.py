@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from . import _args
 from .exceptions import ParameterError, ShapeError
 
 Output = Literal["auto", "numpy", "list", "arrow", "padded"]
@@ -72,16 +73,13 @@ def _is_arrow(x: Any) -> bool:
     return hasattr(x, "__arrow_c_array__") or type(x).__name__ == "ChunkedArray"
 
 
-def _arrow_input(x: Any, depth: int) -> Any:
+def _arrow_input(x: Any, depth: int, what: str = "y") -> Any:
     """Arrow input as a single list array of float32 values."""
     try:
         import pyarrow as pa
     except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
         raise ParameterError("Arrow input needs pyarrow") from exc
-    if isinstance(x, pa.ChunkedArray):
-        x = x.combine_chunks()
-    if not isinstance(x, pa.Array):
-        x = pa.array(x)
+    x = _args.arrow(what, x)
     inner = pa.float32()
     target = pa.list_(inner)
     if depth == 2:
@@ -91,7 +89,7 @@ def _arrow_input(x: Any, depth: int) -> Any:
             x = x.cast(target)
         except Exception as exc:
             raise ParameterError(
-                f"Arrow input must be {target} (or castable to it), got {x.type}"
+                f"{what}: Arrow input must be {target} (or castable to it), got {x.type}"
             ) from exc
     return x
 
@@ -107,73 +105,79 @@ class Prepared:
     lead_shape: tuple[int, ...] = ()
 
 
-def prepare_mono(y: Any, *, allow_copy: bool = True, allow_nd: bool = False) -> Prepared:
+def prepare_mono(
+    y: Any, *, allow_copy: bool = True, allow_nd: bool = False, what: str = "y"
+) -> Prepared:
     """Normalise a mono batch (see module docs).
 
     ``allow_nd`` accepts ``[..., samples]`` of any rank (librosa's
-    multichannel convention) by flattening the leading axes.
+    multichannel convention) by flattening the leading axes; ``what`` is
+    the parameter's name in error messages.
     """
     if _is_arrow(y):
-        arr = _arrow_input(y, 1)
+        arr = _arrow_input(y, 1, what)
         return Prepared(arr, "arrow", False, len(arr))
     if isinstance(y, (list, tuple)) and y and not np.isscalar(y[0]):
-        items = [to_float32(v, allow_copy=True, what=f"item {i}") for i, v in enumerate(y)]
+        items = [to_float32(v, allow_copy=True, what=f"{what} item {i}") for i, v in enumerate(y)]
         for i, v in enumerate(items):
             if v.ndim != 1:
-                raise ShapeError(f"item {i} must be 1-D (mono samples), got shape {v.shape}")
+                raise ShapeError(f"{what} item {i} must be 1-D (mono samples), got shape {v.shape}")
         return Prepared(items, "list", False, len(items))
-    a = to_float32(y, allow_copy=allow_copy)
+    a = to_float32(y, allow_copy=allow_copy, what=f"{what} (audio buffer)")
     if a.ndim == 0:
-        raise ShapeError("audio buffer must have at least one dimension, got a scalar")
+        raise ShapeError(f"{what} (audio buffer) must have at least one dimension, got a scalar")
     if a.ndim == 1:
         return Prepared(a.reshape(1, -1), "array", True, 1)
     if a.ndim == 2:
         return Prepared(a, "array", False, a.shape[0])
     if not allow_nd:
         raise ShapeError(
-            f"mono input must be [samples] or [batch, samples], got a {a.ndim}-D array "
+            f"{what}: mono input must be [samples] or [batch, samples], got a {a.ndim}-D array "
             f"of shape {a.shape}"
         )
     lead = a.shape[:-1]
     return Prepared(a.reshape(-1, a.shape[-1]), "array", False, int(np.prod(lead)), lead)
 
 
-def prepare_stereo(y: Any, *, allow_copy: bool = True) -> Prepared:
+def prepare_stereo(y: Any, *, allow_copy: bool = True, what: str = "y") -> Prepared:
     """Normalise a stereo batch: ``[2, n]``, ``[batch, 2, n]``, a list of
-    ``[2, n_i]`` arrays, or Arrow ``list<list<float32>>``."""
+    ``[2, n_i]`` arrays, or Arrow ``list<list<float32>>`` (``what`` names
+    the parameter in error messages)."""
     if _is_arrow(y):
-        arr = _arrow_input(y, 2)
+        arr = _arrow_input(y, 2, what)
         return Prepared(arr, "arrow", False, len(arr))
     if isinstance(y, (list, tuple)) and y and isinstance(y[0], np.ndarray) and y[0].ndim == 2:
-        items = [to_float32(v, allow_copy=True, what=f"item {i}") for i, v in enumerate(y)]
+        items = [to_float32(v, allow_copy=True, what=f"{what} item {i}") for i, v in enumerate(y)]
         for i, v in enumerate(items):
             if v.ndim != 2 or v.shape[0] != 2:
                 raise ShapeError(
-                    f"stereo input required: item {i} must be [2, samples], got shape {v.shape}"
+                    f"stereo input required for {what}: item {i} must be [2, samples], "
+                    f"got shape {v.shape}"
                 )
         return Prepared(items, "list", False, len(items))
-    a = to_float32(y, allow_copy=allow_copy)
+    a = to_float32(y, allow_copy=allow_copy, what=f"{what} (audio buffer)")
     if a.ndim == 2:
         if a.shape[0] != 2:
             raise ShapeError(
-                f"stereo input required: expected [2, samples], got shape {a.shape} "
+                f"stereo input required for {what}: expected [2, samples], got shape {a.shape} "
                 "(mono or multichannel audio cannot give interaural features)"
             )
         return Prepared(a.reshape(1, 2, -1), "array", True, 1)
     if a.ndim == 3:
         if a.shape[1] != 2:
             raise ShapeError(
-                f"stereo input required: expected [batch, 2, samples], got shape {a.shape}"
+                f"stereo input required for {what}: expected [batch, 2, samples], "
+                f"got shape {a.shape}"
             )
         return Prepared(a, "array", False, a.shape[0])
     raise ShapeError(
-        f"stereo input required: expected [2, samples] or [batch, 2, samples], got a "
+        f"stereo input required for {what}: expected [2, samples] or [batch, 2, samples], got a "
         f"{a.ndim}-D array of shape {a.shape}"
     )
 
 
 def check_output(output: str) -> None:
-    if output not in _OUTPUTS:
+    if not isinstance(output, str) or output not in _OUTPUTS:
         raise ParameterError(f"output must be one of {_OUTPUTS}, got output={output!r}")
 
 

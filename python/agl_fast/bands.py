@@ -54,7 +54,7 @@ def band_centres(
     -------
     exact, nominal : np.ndarray [shape=(n_bands,)]
     """
-    if bands not in ("octave", "third"):
+    if not isinstance(bands, str) or bands not in ("octave", "third"):
         raise ParameterError(f"bands must be 'octave' or 'third', got bands={bands!r}")
     fmin, fmax = real("fmin", fmin), real("fmax", fmax)
     if not (np.isfinite(fmin) and np.isfinite(fmax) and fmin <= fmax):

@@ -15,8 +15,16 @@ from typing import Any
 import numpy as np
 
 from . import _native
-from ._args import array, count, opt_real, real
-from ._batch import Output, _is_arrow, prepare_mono, prepare_stereo, run, to_float32
+from ._args import array, count, flag, opt_real, real, text
+from ._batch import (
+    Output,
+    _is_arrow,
+    check_output,
+    prepare_mono,
+    prepare_stereo,
+    run,
+    to_float32,
+)
 from ._config import resolve_threads
 from .exceptions import NonFiniteError, ParameterError, ShapeError
 
@@ -86,7 +94,7 @@ def _window(window: Window, length: int | None = None, dtype: Any = np.float32) 
             ) from exc
         try:
             coefficients = get_window(window, length, fftbins=True)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, IndexError, KeyError) as exc:
             raise ParameterError(f"window={window!r} is not a known window: {exc}") from exc
         return _finite_window(np.ascontiguousarray(coefficients, dtype=dtype), window)
     if callable(window):
@@ -122,9 +130,12 @@ def _win_len(n_fft: Any, win_length: Any) -> int | None:
 
 def _pad_outside(y: Any, n_fft: Any, center: bool, pad_mode: str) -> tuple[Any, bool, str]:
     """Apply a numpy.pad mode the core lacks: ``(y, center, pad_mode)`` for
-    the native call."""
+    the native call. ``center`` and ``pad_mode`` are checked here, for
+    every STFT-based function."""
     if n_fft is None:
         raise ParameterError("n_fft must be a positive integer, got None")
+    center = flag("center", center)
+    pad_mode = text("pad_mode", pad_mode)
     if not center or pad_mode in NATIVE_PAD_MODES:
         return y, center, pad_mode
     if pad_mode in REFUSED_PAD_MODES or pad_mode not in NUMPY_PAD_MODES:
@@ -162,6 +173,7 @@ def n_frames(
     """
     n_samples = count("n_samples", n_samples)
     n_fft = count("n_fft", n_fft)
+    center = flag("center", center)
     hop = count("hop_length", hop_length) if hop_length is not None else n_fft // 4
     if hop < 1:
         raise ParameterError(
@@ -270,6 +282,7 @@ def stft(
     >>> agl_fast.stft(y, n_fft=1024).shape
     (513, 87)
     """
+    check_output(output)
     if output == "arrow":
         raise ParameterError(
             "stft returns complex values, which have no Arrow output; use output='list' or 'padded'"
@@ -278,7 +291,7 @@ def stft(
         # Complex values have no Arrow form: an Arrow batch gives a list.
         output = "list"
     y, center, pad_mode = _pad_outside(y, n_fft, center, pad_mode)
-    if _is_double(y) and output in ("auto", "numpy"):
+    if _is_double(y) and isinstance(output, str) and output in ("auto", "numpy"):
         return _stft_double(
             y, n_fft, hop_length, win_length, window, center, pad_mode, n_threads, allow_copy
         )
@@ -331,11 +344,12 @@ def spectrogram(
     np.ndarray [shape=(..., 1 + n_fft // 2, t), dtype=float32 or float64]
         float64 (computed in double precision) for a float64 numpy array.
     """
+    check_output(output)
     if output == "auto" and _is_arrow(y):
         # Complex values have no Arrow form: an Arrow batch gives a list.
         output = "list"
     y, center, pad_mode = _pad_outside(y, n_fft, center, pad_mode)
-    if _is_double(y) and output in ("auto", "numpy"):
+    if _is_double(y) and isinstance(output, str) and output in ("auto", "numpy"):
         S = _stft_double(
             y, n_fft, hop_length, win_length, window, center, pad_mode, n_threads, allow_copy
         )
@@ -395,7 +409,7 @@ def mel_filterbank(
         n_mels,
         real("fmin", fmin),
         opt_real("fmax", fmax),
-        bool(htk),
+        flag("htk", htk),
         norm,
     )
 
@@ -455,6 +469,7 @@ def _mel_native(y: Any, allow_copy: bool, output: Output, n_threads: int | None,
         power=real("power", kw["power"]),
         fmin=real("fmin", kw["fmin"]),
         fmax=opt_real("fmax", fmax),
+        htk=flag("htk", kw["htk"]),
     )
     n_mels = kw["n_mels"]
     if n_mels is None:
@@ -513,9 +528,12 @@ def melspectrogram(
         float64 for a float64 numpy array (librosa: float64 spectrogram, float32 basis).
     """
     if S is not None:
+        S = array("S", S)
+        if S.ndim < 2:
+            raise ShapeError(f"S must be a spectrogram [..., freq, t], got shape {S.shape}")
         basis = mel_filterbank(
             sr=sr,
-            n_fft=2 * (np.shape(S)[-2] - 1),
+            n_fft=2 * (S.shape[-2] - 1),
             n_mels=n_mels,
             fmin=fmin,
             fmax=fmax,
@@ -525,7 +543,7 @@ def melspectrogram(
         return np.einsum("...ft,mf->...mt", S, basis, optimize=True)
     if y is None:
         raise ParameterError("melspectrogram needs audio y or a spectrogram S")
-    if _is_double(y) and output in ("auto", "numpy"):
+    if _is_double(y) and isinstance(output, str) and output in ("auto", "numpy"):
         # librosa's float64 path: a float64 power spectrogram projected on
         # the float32 mel basis.
         P = spectrogram(
@@ -728,7 +746,7 @@ def power_to_db(
         float32 for float32 input; float64 (computed in double precision)
         for anything else, scalars included (a 0-d array then).
     """
-    return _to_db(S, ref, amin, top_db, per_item, False, n_threads)
+    return _to_db(S, ref, amin, top_db, flag("per_item", per_item), False, n_threads)
 
 
 def amplitude_to_db(
@@ -751,7 +769,7 @@ def amplitude_to_db(
         float32 for float32 input; float64 (computed in double precision)
         for anything else, scalars included (a 0-d array then).
     """
-    return _to_db(S, ref, amin, top_db, per_item, True, n_threads)
+    return _to_db(S, ref, amin, top_db, flag("per_item", per_item), True, n_threads)
 
 
 def ipd_features(
@@ -805,12 +823,12 @@ def ipd_features(
         hop_length=hop_length,
         win_length=win_length,
         window=_window(window, _win_len(n_fft, win_length)),
-        center=center,
-        pad_mode=pad_mode,
+        center=flag("center", center),
+        pad_mode=text("pad_mode", pad_mode),
         n_mels=n_mels,
         fmin=real("fmin", fmin),
         fmax=opt_real("fmax", fmax),
-        htk=htk,
+        htk=flag("htk", htk),
         norm=norm,
         n_threads=resolve_threads(n_threads),
     )

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._args import array, real
+from ._args import array, real, reals
 from ._config import resolve_threads
 from .exceptions import ParameterError, ShapeError
 
@@ -69,7 +69,7 @@ def _finish(
     out: tuple[npt.NDArray[np.float64], int, int | None], on_invalid: OnInvalid
 ) -> npt.NDArray[np.float64]:
     d, n_invalid, first = out
-    if on_invalid not in ("nan", "raise"):
+    if not isinstance(on_invalid, str) or on_invalid not in ("nan", "raise"):
         raise ParameterError(f"on_invalid must be 'nan' or 'raise', got on_invalid={on_invalid!r}")
     if n_invalid and on_invalid == "raise":
         raise ParameterError(
@@ -192,8 +192,8 @@ def summarize(
     col = _column(d, "d")
     n, nv, mean, gs, acc, q = _native.geo_summary(
         col,
-        [real("thresholds", t) for t in thresholds],
-        [real("quantiles", x) for x in quantiles],
+        list(reals("thresholds", thresholds)),
+        list(reals("quantiles", quantiles)),
         scale=real("scale", scale),
         max_score=real("max_score", max_score),
         n_threads=resolve_threads(n_threads),

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _native
+from . import _args, _native
 from ._args import opt_real, real
 from ._batch import Output, prepare_mono, prepare_stereo, run
 from ._config import resolve_threads
@@ -63,8 +63,14 @@ def binaural_input(y: np.ndarray, policy: str = "refuse", name: str = "clip") ->
     ParameterError
         An unknown policy.
     """
-    if policy not in CHANNEL_POLICIES:
-        raise ParameterError(f"channels policy must be one of {CHANNEL_POLICIES}, got {policy!r}")
+    if not isinstance(policy, str) or policy not in CHANNEL_POLICIES:
+        raise ParameterError(
+            f"channels policy must be one of {CHANNEL_POLICIES}, got policy={policy!r}"
+        )
+    name = _args.text("name", name)
+    y = _args.array("y", y)
+    if y.ndim == 0:
+        raise ShapeError(f"y must be audio [n] or [channels, n], got a scalar {name}")
     channels = 1 if y.ndim == 1 else int(y.shape[0])
     if y.ndim == 2 and channels == 2:
         return y

@@ -167,7 +167,7 @@ def quality_metrics(
     """
     prep = prepare_mono(y, allow_copy=allow_copy)
     if clip_stats is not None:
-        clip_stats = np.ascontiguousarray(clip_stats, dtype=np.float64)
+        clip_stats = np.ascontiguousarray(array("clip_stats", clip_stats), dtype=np.float64)
         if clip_stats.shape != (prep.n_items, 3):
             raise ShapeError(
                 f"clip_stats must have shape ({prep.n_items}, 3), got {clip_stats.shape}"
@@ -282,6 +282,10 @@ def quality_filter(
         reasons.append(r)
     cols: dict[str, Any] = {}
     if ids is not None:
+        if isinstance(ids, str | bytes) or not hasattr(ids, "__iter__"):
+            raise ParameterError(
+                f"ids must be a sequence with one id per clip, got ids={type(ids).__name__}"
+            )
         ids = list(ids)
         if len(ids) != prep.n_items:
             raise ShapeError(f"ids has {len(ids)} entries for {prep.n_items} clips")

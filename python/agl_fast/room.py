@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from . import _native
-from ._args import real
+from ._args import flag, real
 from ._batch import prepare_mono, to_float32
 from ._config import resolve_threads
 from .exceptions import ParameterError, ShapeError
@@ -113,7 +113,7 @@ class _Curves:
 
 
 def _method(method: str) -> str:
-    if method not in _METHODS:
+    if not isinstance(method, str) or method not in _METHODS:
         raise ParameterError(f"method must be one of {_METHODS}, got method={method!r}")
     return method
 
@@ -154,8 +154,8 @@ def schroeder_edc(
         c.native,
         real("sr", sr),
         method=_method(method),
-        normalize=normalize,
-        db=db,
+        normalize=flag("normalize", normalize),
+        db=flag("db", db),
         n_threads=resolve_threads(n_threads),
     )
     if c.lead is not None:
@@ -266,7 +266,7 @@ def edc_distance(
         floor_db=real("floor_db", floor_db),
         n_threads=resolve_threads(n_threads),
     )
-    if return_status:
+    if flag("return_status", return_status):
         return p.shape(d), p.shape(np.array(STATUSES)[s])
     return p.shape(d)
 
@@ -303,11 +303,11 @@ def fftconvolve(
     np.ndarray [shape=(channels, M) or (batch, channels, M), dtype=float32] or list
         ``M`` as given by ``mode``; a 1-D IR gives ``channels = 1``.
     """
-    if mode not in ("full", "same", "valid", "truncate"):
+    if not isinstance(mode, str) or mode not in ("full", "same", "valid", "truncate"):
         raise ParameterError(
             f"mode must be 'full', 'same', 'valid' or 'truncate', got mode={mode!r}"
         )
-    prep = prepare_mono(sources)
+    prep = prepare_mono(sources, what="sources")
     if prep.n_items == 0:
         raise ShapeError("the batch of sources is empty (0 items)")
     c = _Curves(irs, "irs")

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _args
 from ... import features as _f
 from ...exceptions import ParameterError
 from ._errors import librosa_api
@@ -55,6 +56,8 @@ def melspectrogram(
     projected on the float32 mel basis)."""
     from . import filters
 
+    power = _args.real("power", power)
+    _args.dtype("dtype", dtype)
     if S is not None:
         S = _spectrum(S)
         basis = filters.mel(
@@ -125,6 +128,11 @@ def mfcc(
     """
     from . import power_to_db
 
+    lifter = _args.real("lifter", lifter)
+    if mel_norm is not None and not (isinstance(mel_norm, str) and mel_norm == "slaney"):
+        p = _args.real("mel_norm", mel_norm)
+        if not p > 0:
+            raise ParameterError(f"mel_norm must be 'slaney', None or a p > 0, got mel_norm={p}")
     if S is None:
         S = power_to_db(melspectrogram(y=y, sr=sr, norm=mel_norm, **kwargs))
     S = _spectrum(S)
@@ -134,6 +142,13 @@ def mfcc(
         or n_mfcc < 1
     ):
         raise ParameterError(f"n_mfcc={n_mfcc!r} must be a positive integer")
+    if (
+        isinstance(dct_type, (bool, np.bool_))
+        or not isinstance(dct_type, (int, np.integer))
+        or dct_type not in (1, 2, 3, 4)
+    ):
+        raise ParameterError(f"dct_type={dct_type!r} must be 1, 2, 3 or 4")
+    norm = _args.opt_text("norm", norm)
     if dct_type == 2 and norm == "ortho":
         D = _dct2_ortho(S.shape[-2])[:n_mfcc].astype(
             np.result_type(S.dtype, np.float32), copy=False
@@ -177,6 +192,7 @@ def rms(
     the energy is Parseval's sum with the DC and Nyquist bins halved."""
     from ... import quality
 
+    _args.dtype("dtype", dtype)
     if y is not None:
         from . import _audio
 
@@ -219,6 +235,8 @@ def spectral_flatness(
     ``S`` is a magnitude spectrogram."""
     from ... import quality
 
+    amin = _args.real("amin", amin)
+    power = _args.real("power", power)
     if not (np.isfinite(amin) and amin > 0):
         raise ParameterError(f"amin={amin} must be strictly positive")
     if S is None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _args
 from ... import features as _f
 from ...exceptions import ParameterError
 from ._errors import librosa_api
@@ -30,6 +31,7 @@ def mel(
     """``librosa.filters.mel``: ``[shape=(n_mels, 1 + n_fft // 2)]``.
 
     Warns, as librosa, when a band above 0 Hz has no FFT bin in it."""
+    dtype = _args.dtype("dtype", dtype)
     if isinstance(norm, str) and norm != "slaney":
         raise ParameterError(f"Unsupported norm={norm}")
     weights = _f.mel_filterbank(
