@@ -13,7 +13,12 @@ import soundfile as sf
 import soxr
 
 import agl_fast
-from agl_fast.exceptions import AudioDecodeError, NonFiniteError, ParameterError
+from agl_fast.exceptions import (
+    AudioDecodeError,
+    AudioFileNotFoundError,
+    NonFiniteError,
+    ParameterError,
+)
 
 MP3S = sorted((Path(__file__).resolve().parents[2] / "shared" / "agl1k").glob("*.mp3"))
 
@@ -153,9 +158,11 @@ def test_bad_files_raise_with_path(tmp_path: Path) -> None:
     empty.write_bytes(b"")
     junk = tmp_path / "junk.mp3"
     junk.write_bytes(b"hello, this is text" * 100)
-    for p in (empty, junk, tmp_path / "missing.flac"):
+    for p in (empty, junk):
         with pytest.raises(AudioDecodeError, match=p.name):
             agl_fast.load(p)
+    with pytest.raises(AudioFileNotFoundError, match=r"file not found: .*missing\.flac"):
+        agl_fast.load(tmp_path / "missing.flac")
     nan = tmp_path / "nan.wav"
     sf.write(nan, np.full(1000, np.nan, np.float32), 8000, subtype="FLOAT")
     with pytest.raises(NonFiniteError, match=r"nan\.wav"):

@@ -1,4 +1,4 @@
-"""Fuzzing the decoders: mutated WAV/FLAC/Ogg/MP3/M4A files must decode or
+"""Fuzzing the decoders: mutated WAV/FLAC/Ogg/MP3/M4A/Opus/WebM/AIFF files must decode or
 raise an ``agl_fast`` error, in a child process that exits normally within
 20 s and 4 GB of address space (see ``docs/robustness.md``).
 
@@ -19,11 +19,11 @@ import pytest
 
 import agl_fast
 from fuzz import Case, SeedSet, make_seeds, random_case, run_cases, targeted_cases
+from fuzz.__main__ import FORMATS
 from fuzz.formats import FIELDS, ogg_spans
 
 FUZZ_SEEDS = (1, 2, 3)
 RANDOM_CASES = 100  # per base seed and format
-FORMATS = ("wav", "flac", "ogg", "mp3", "m4a")
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +115,9 @@ def test_every_format_has_targeted_fields(seedset: SeedSet) -> None:
         "ogg": {"vorbis.sample_rate", "vorbis.channels", "page0.granule"},
         "mp3": {"frame0.bitrate_index", "frame1.rate_index"},
         "m4a": {f"{t}.entry_count" for t in ("stsc", "stts", "stco", "stsz", "elst")},
+        "opus": {"opushead.channels", "opushead.family", "opushead.streams", "page0.granule"},
+        "webm": {"element0.size"},
+        "aiff": {"comm.channels", "comm.frames", "comm.bits", "comm.rate_exp", "ssnd.size"},
     }
     for s in seedset.seeds:
         labels = {f.label for f in FIELDS[s.fmt](s.data())}

@@ -44,11 +44,12 @@ import numpy as np
 import pyarrow as pa
 
 from . import _native
-from ._args import array
+from ._args import array, text
 from ._config import resolve_threads
 from .exceptions import ParameterError, ShapeError
 
 __all__ = [
+    "AUDIO_EXTENSIONS",
     "CORRUPT_LEVEL",
     "MAX_RATIO",
     "MAX_SAMPLE_RATE",
@@ -70,6 +71,12 @@ MAX_SAMPLE_RATE: int = int(_native.MAX_SAMPLE_RATE)
 MAX_RATIO: float = float(_native.MAX_RATIO)
 #: Peak above which a decoded lossy frame counts as damaged.
 CORRUPT_LEVEL: float = float(_native.CORRUPT_LEVEL)
+#: File extensions (lower case, with the dot) of the formats the loaders
+#: read: what a directory scan of ``agl-fast curate`` picks up.
+AUDIO_EXTENSIONS: frozenset[str] = frozenset(
+    {".mp3", ".flac", ".wav", ".wave", ".ogg", ".oga", ".opus", ".m4a", ".mp4", ".aac"}
+    | {".webm", ".mka", ".aiff", ".aif", ".aifc"}
+)
 
 
 def _source(obj: Any, what: str) -> str | bytes:
@@ -222,7 +229,7 @@ def load(
     y, out_sr, _, _, _ = _native.load(
         _source(path, "path"),
         **_decode_options(sr, mono, channel, offset, duration, max_duration),
-        res_type=res_type,
+        res_type=text("res_type", res_type),
         format=_format("format", format),
     )
     if y.shape[0] == 1:
@@ -392,11 +399,15 @@ def _paths_and_keys(
     sources = [_source(p, f"paths[{i}]") for i, p in enumerate(paths)]
     if keys is None:
         return sources, [_label(s, i) for i, s in enumerate(sources)]
-    if isinstance(keys, str) or len(keys) != len(sources):
-        n = 1 if isinstance(keys, str) else len(keys)
+    if not hasattr(keys, "__len__") or isinstance(keys, str | bytes):
+        raise ParameterError(f"keys must be a sequence of strings, got keys={type(keys).__name__}")
+    if len(keys) != len(sources):
+        n = len(keys)
         raise ParameterError(
             f"keys must have one entry per path, got {n} keys for {len(sources)} paths"
         )
+    for i, k in enumerate(keys):
+        text(f"keys[{i}]", k)
     return sources, keys
 
 
@@ -416,7 +427,11 @@ def _decode_batch(
 ) -> tuple[Any, dict[str, Any]]:
     """The native batch decode: the sample data (joined or per file) and the
     per-file layout, metadata and errors."""
-    if formats is not None and (isinstance(formats, str) or len(formats) != len(str_paths)):
+    if formats is not None and (
+        isinstance(formats, str)
+        or not hasattr(formats, "__len__")
+        or len(formats) != len(str_paths)
+    ):
         raise ParameterError(
             f"formats must be a sequence with one entry per path ({len(str_paths)}), "
             f"got {formats!r}"
@@ -424,7 +439,7 @@ def _decode_batch(
     out = _native.load_many(
         str_paths,
         **_decode_options(sr, mono, channel, offset, duration, max_duration),
-        res_type=res_type,
+        res_type=text("res_type", res_type),
         n_threads=resolve_threads(n_threads),
         join=join,
         formats=None

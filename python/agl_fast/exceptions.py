@@ -13,6 +13,7 @@ __all__ = [
     "AglError",
     "AglIOError",
     "AudioDecodeError",
+    "AudioFileNotFoundError",
     "InternalError",
     "InvalidCoordinatesError",
     "ModelStateError",
@@ -48,6 +49,11 @@ class NonFiniteError(ParameterError):
 
 class AudioDecodeError(AglError, OSError):
     """An audio file could not be decoded (the message names the path)."""
+
+
+class AudioFileNotFoundError(AglError, FileNotFoundError):
+    """An input audio file does not exist ("file not found: PATH"); a
+    ``FileNotFoundError``, and not a decode error."""
 
 
 class AglIOError(AglError, OSError):

@@ -22,7 +22,7 @@ from .mutate import random_case, targeted_cases
 from .runner import DEFAULT_MEMORY, DEFAULT_TIMEOUT, KINDS, Report, run_cases
 from .seeds import make_seeds
 
-FORMATS = ("wav", "flac", "ogg", "mp3", "m4a")
+FORMATS = ("wav", "flac", "ogg", "mp3", "m4a", "opus", "webm", "aiff")
 
 
 def main(argv: list[str] | None = None) -> int:

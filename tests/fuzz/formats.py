@@ -1,4 +1,4 @@
-"""Just enough parsing of WAV, FLAC, Ogg, MP3 and MP4 to aim mutations.
+"""Just enough parsing of WAV, FLAC, Ogg, MP3, MP4, AIFF and WebM to aim mutations.
 
 Each format yields :class:`Field` values (a header field the decoder sizes
 or interprets something from, with the values worth trying), the offsets of
@@ -495,6 +495,133 @@ def _esds_asc(b: bytes, start: int, end: int) -> int | None:
     return None
 
 
+# ------------------------------------------------------- Opus, AIFF, WebM
+
+
+def _opushead_fields(b: bytes, prefix: str = "opushead") -> list[Field]:
+    """The ``OpusHead`` counts the decoder sizes its state from."""
+    o = b.find(b"OpusHead")
+    if o < 0:
+        return []
+    return [
+        _field(f"{prefix}.channels", "<B", o + 9, (0, 3, 8, 9, 255)),
+        _field(f"{prefix}.pre_skip", "<H", o + 10, (0, 2**16 - 1)),
+        _field(f"{prefix}.input_rate", "<I", o + 12, RATE_EDGES),
+        _field(f"{prefix}.gain", "<h", o + 16, (-(2**15), 2**15 - 1)),
+        _field(f"{prefix}.family", "<B", o + 18, (1, 2, 255)),
+        _field(f"{prefix}.streams", "<B", o + 19, (0, 1, 255)),
+        _field(f"{prefix}.coupled", "<B", o + 20, (0, 2, 255)),
+    ]
+
+
+def opus_fields(b: bytes) -> list[Field]:
+    """Ogg page fields plus the ``OpusHead`` ones."""
+    return ogg_fields(b) + _opushead_fields(b)
+
+
+def aiff_spans(b: bytes) -> list[Span]:
+    """``FORM`` and its chunks (big-endian sizes, even-padded)."""
+    if len(b) < 12 or b[:4] != b"FORM":
+        return []
+    out = [Span("form", 0, len(b), 12)]
+    pos = 12
+    while pos + 8 <= len(b):
+        size = struct.unpack_from(">I", b, pos + 4)[0]
+        end = min(len(b), pos + 8 + size + (size & 1))
+        out.append(Span("chunk", pos, end, 8, 1))
+        pos = end
+    return out
+
+
+def aiff_fields(b: bytes) -> list[Field]:
+    fs = [_field("form.size", ">I", 4, U32_EDGES)]
+    for sp in aiff_spans(b)[1:]:
+        cid, o = b[sp.start : sp.start + 4], sp.start
+        if cid == b"COMM":
+            fs += [
+                _field("comm.size", ">I", o + 4, (0, 17, 2**32 - 1)),
+                _field("comm.channels", ">H", o + 8, (0, 3, 2**15, 2**16 - 1)),
+                _field("comm.frames", ">I", o + 10, U32_EDGES),
+                _field("comm.bits", ">H", o + 14, (0, 1, 7, 33, 64, 2**16 - 1)),
+                # 80-bit extended rate: exponent, then the top mantissa word.
+                _field("comm.rate_exp", ">H", o + 16, (0, 0x3FFF, 0x401E, 0x7FFF, 0xFFFF)),
+                _field("comm.rate_mant", ">I", o + 18, U32_EDGES),
+            ]
+        elif cid == b"SSND":
+            fs += [
+                _field("ssnd.size", ">I", o + 4, U32_EDGES),
+                _field("ssnd.offset", ">I", o + 8, U32_EDGES),
+            ]
+    return fs
+
+
+def _ebml_vint(b: bytes, pos: int) -> tuple[int, int] | None:
+    """(value, length) of the EBML variable-size integer at ``pos``."""
+    if pos >= len(b) or b[pos] == 0:
+        return None
+    n = 8 - b[pos].bit_length() + 1
+    if pos + n > len(b):
+        return None
+    v = b[pos] & ((1 << (8 - n)) - 1)
+    for k in range(1, n):
+        v = (v << 8) | b[pos + k]
+    return v, n
+
+
+def _vint_put(off: int, n: int) -> Callable[[bytearray, int], None]:
+    """Rewrite the ``n``-byte EBML size at ``off`` (same width, marker kept)."""
+
+    def put(buf: bytearray, v: int) -> None:
+        if off + n <= len(buf):
+            v = (v & (2 ** (7 * n) - 1)) | (1 << (7 * n))
+            buf[off : off + n] = v.to_bytes(n, "big")
+
+    return put
+
+
+def webm_spans(b: bytes) -> list[Span]:
+    """The top-level EBML elements and the children of the Segment."""
+    out: list[Span] = []
+    pos, depth, limit = 0, 0, len(b)
+    while pos < limit and len(out) < 256:
+        idv = _ebml_vint(b, pos)
+        if idv is None:
+            break
+        sz = _ebml_vint(b, pos + idv[1])
+        if sz is None:
+            break
+        head = idv[1] + sz[1]
+        end = min(len(b), pos + head + sz[0])
+        out.append(Span("element", pos, end, head, depth))
+        if b[pos : pos + 4] == b"\x18\x53\x80\x67" and depth == 0:  # Segment: descend
+            pos, depth = pos + head, 1
+            continue
+        pos = end
+    return out
+
+
+def webm_fields(b: bytes) -> list[Field]:
+    """Size fields of the first elements, plus the codec header inside."""
+    fs: list[Field] = []
+    for i, sp in enumerate(webm_spans(b)[:6]):
+        idv = _ebml_vint(b, sp.start)
+        if idv is None:
+            continue
+        n = sp.header - idv[1]
+        top = 2 ** (7 * n) - 1  # all ones: "unknown size"
+        fs.append(
+            Field(f"element{i}.size", _vint_put(sp.start + idv[1], n), (0, 1, top - 1, top), 7 * n)
+        )
+    fs += _opushead_fields(b)
+    o = b.find(b"\x01vorbis")
+    if o >= 0:
+        fs += [
+            _field("vorbis.channels", "<B", o + 11, (0, 3, 8, 255)),
+            _field("vorbis.sample_rate", "<I", o + 12, RATE_EDGES),
+        ]
+    return fs
+
+
 # ---------------------------------------------------------------- dispatch
 
 SPANS: dict[str, Callable[[bytes], list[Span]]] = {
@@ -503,6 +630,9 @@ SPANS: dict[str, Callable[[bytes], list[Span]]] = {
     "ogg": ogg_spans,
     "mp3": mp3_spans,
     "m4a": mp4_spans,
+    "opus": ogg_spans,
+    "aiff": aiff_spans,
+    "webm": webm_spans,
 }
 FIELDS: dict[str, Callable[[bytes], list[Field]]] = {
     "wav": wav_fields,
@@ -510,13 +640,16 @@ FIELDS: dict[str, Callable[[bytes], list[Field]]] = {
     "ogg": ogg_fields,
     "mp3": mp3_fields,
     "m4a": mp4_fields,
+    "opus": opus_fields,
+    "aiff": aiff_fields,
+    "webm": webm_fields,
 }
 
 
 def fix_checksums(fmt: str, original: bytes, buf: bytearray) -> None:
     """Repair the checksums a format guards its headers with (Ogg page CRCs,
     FLAC frame-header CRC-8 of the frames the original had)."""
-    if fmt == "ogg":
+    if fmt in ("ogg", "opus"):
         ogg_fix(buf)
     elif fmt == "flac":
         flac_fix(buf, [s.start for s in flac_spans(original) if s.kind == "frame"][:2])

@@ -24,7 +24,7 @@ class Seed:
     """One valid file: ``fmt`` is the container the mutators parse."""
 
     name: str
-    fmt: str  # "wav", "flac", "ogg", "mp3", "m4a"
+    fmt: str  # "wav", "flac", "ogg", "mp3", "m4a", "opus", "webm", "aiff"
     path: Path
 
     @property
@@ -135,4 +135,37 @@ def make_seeds(out_dir: Path) -> SeedSet:
             add(name, "m4a", path)
     else:
         seeds.missing["m4a"] = "ffmpeg is not installed"
+    _ffmpeg_seeds(seeds, out_dir, ffmpeg, wav44, wav22)
     return seeds
+
+
+def _ffmpeg_seeds(
+    seeds: SeedSet, out_dir: Path, ffmpeg: str | None, wav44: Path, wav22: Path
+) -> None:
+    """Ogg Opus, WebM (Opus, Vorbis) and AIFF/AIFF-C seeds, made by ffmpeg."""
+    specs = {
+        "opus": [
+            ("opus_stereo", wav44, "opus", ["-c:a", "libopus", "-b:a", "64k"]),
+            ("opus_mono", wav22, "opus", ["-c:a", "libopus", "-b:a", "24k"]),
+        ],
+        "webm": [
+            ("webm_opus_stereo", wav44, "webm", ["-c:a", "libopus", "-b:a", "64k"]),
+            ("webm_vorbis_mono", wav22, "webm", ["-c:a", "libvorbis", "-q:a", "2"]),
+        ],
+        "aiff": [
+            ("aiff_s16_stereo", wav44, "aiff", ["-c:a", "pcm_s16be"]),
+            ("aifc_f32_mono", wav22, "aifc", ["-c:a", "pcm_f32be", "-f", "aiff"]),
+        ],
+    }
+    for fmt, items in specs.items():
+        if not ffmpeg:
+            seeds.missing[fmt] = "ffmpeg is not installed"
+            continue
+        for name, src, ext, args in items:
+            path = out_dir / f"{name}.{ext}"
+            cmd = [ffmpeg, "-v", "error", "-y", "-bitexact", "-i", str(src), "-t", "1.5"]
+            err = _run([*cmd, *args, "-map_metadata", "-1", str(path)])
+            if err:
+                seeds.missing[fmt] = err
+                break
+            seeds.seeds.append(Seed(name, fmt, path))

@@ -31,8 +31,10 @@ use crate::error::{try_grow, AglError, Result};
 use crate::parallel::{install, Cancel};
 use crate::resample::{Quality, Resampler, MAX_SAMPLE_RATE};
 
+mod aiff;
 pub mod guard;
 mod mp3;
+pub mod opus;
 
 /// Where a file's encoded bytes come from.
 #[derive(Debug, Clone)]
@@ -70,13 +72,92 @@ impl Source {
     fn open(&self) -> Result<Media> {
         match self {
             Source::Path(p) => {
-                let f = File::open(p).map_err(|e| dec_err(p, e))?;
-                let len = f.metadata().map(|m| m.len()).map_err(|e| dec_err(p, e))?;
+                let (_, len) = open_regular(p)?;
                 Ok(Media::File(p.clone(), len))
             }
             Source::Bytes { data, .. } => Ok(Media::Mem(data.clone())),
         }
     }
+}
+
+/// What a file type is called in messages ("not a regular file (FIFO)").
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "FIFO";
+        }
+        if t.is_char_device() {
+            return "character device";
+        }
+        if t.is_block_device() {
+            return "block device";
+        }
+        if t.is_socket() {
+            return "socket";
+        }
+    }
+    if t.is_dir() {
+        "directory"
+    } else {
+        "special file"
+    }
+}
+
+/// Open `path` for reading only when it is a regular file (after links),
+/// with its length. The open does not block on a FIFO (`O_NONBLOCK`), and
+/// the type is checked on the opened handle, so a path swapped for a
+/// device or a FIFO between a check and the open is still refused. A
+/// missing file is [`AglError::NotFound`]; anything else that is not a
+/// regular file is a decode error naming its kind.
+fn open_regular(path: &Path) -> Result<(File, u64)> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    let f = match opts.open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(AglError::NotFound {
+                path: path.display().to_string(),
+            })
+        }
+        Err(e) => {
+            // Opening a directory for reading succeeds on some systems and
+            // fails (EISDIR) on others: name the kind either way.
+            if let Ok(m) = std::fs::metadata(path) {
+                if !m.is_file() {
+                    let kind = file_kind(m.file_type());
+                    return Err(dec_err(path, format!("not a regular file ({kind})")));
+                }
+            }
+            return Err(dec_err(path, e));
+        }
+    };
+    let m = f.metadata().map_err(|e| dec_err(path, e))?;
+    if !m.is_file() {
+        let kind = file_kind(m.file_type());
+        return Err(dec_err(path, format!("not a regular file ({kind})")));
+    }
+    #[cfg(unix)]
+    {
+        // Reads of a regular file block as usual; clear the flag again.
+        use std::os::unix::io::AsRawFd;
+        let fd = f.as_raw_fd();
+        // SAFETY: `fd` is the open descriptor `f` owns for this whole block;
+        // F_GETFL/F_SETFL only read and set its status flags.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            }
+        }
+    }
+    Ok((f, m.len()))
 }
 
 /// Opened encoded bytes; each decoder attempt gets its own reader.
@@ -96,7 +177,7 @@ impl Media {
 
     fn reader(&self) -> std::io::Result<Box<dyn MediaSource>> {
         Ok(match self {
-            Media::File(p, _) => Box::new(File::open(p)?),
+            Media::File(p, _) => Box::new(reopen(p)?),
             Media::Mem(d) => Box::new(std::io::Cursor::new(d.clone())),
         })
     }
@@ -107,7 +188,7 @@ impl Media {
             Media::Mem(d) => Ok(d[..n.min(d.len())].to_vec()),
             Media::File(p, _) => {
                 let mut buf = Vec::with_capacity(n);
-                File::open(p)?.take(n as u64).read_to_end(&mut buf)?;
+                reopen(p)?.take(n as u64).read_to_end(&mut buf)?;
                 Ok(buf)
             }
         }
@@ -117,11 +198,25 @@ impl Media {
     fn patched(&self, patches: &[guard::Patch]) -> std::io::Result<Media> {
         let mut data = match self {
             Media::Mem(d) => d.to_vec(),
-            Media::File(p, _) => std::fs::read(p)?,
+            Media::File(p, n) => {
+                let mut buf = Vec::new();
+                buf.try_reserve_exact(*n as usize)
+                    .map_err(|_| std::io::Error::other("cannot allocate the file in memory"))?;
+                reopen(p)?.take(*n).read_to_end(&mut buf)?;
+                buf
+            }
         };
         guard::apply(&mut data, patches);
         Ok(Media::Mem(data.into()))
     }
+}
+
+/// Open a file [`Source::open`] has already checked once more, through the
+/// same regular-file check, for one more reader.
+fn reopen(p: &Path) -> std::io::Result<File> {
+    open_regular(p)
+        .map(|(f, _)| f)
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// Lossy decoders can turn a damaged frame into samples far beyond full
@@ -317,6 +412,23 @@ fn sym_reason(e: &SymError) -> String {
     }
 }
 
+/// Why no container reader took the input: an unrecognised one is named
+/// by its first bytes (`unrecognised format (first bytes 3f 2a ...)`); a
+/// container cut inside its header says the stream ended early.
+fn probe_reason(e: &SymError, media: &Media) -> String {
+    match e {
+        SymError::Unsupported(_) => {
+            let head = media.head(8).unwrap_or_default();
+            let hex: Vec<String> = head.iter().map(|b| format!("{b:02x}")).collect();
+            format!("unrecognised format (first bytes {})", hex.join(" "))
+        }
+        SymError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "stream ends early after 0 s (inside the container header)".to_string()
+        }
+        other => other.to_string(),
+    }
+}
+
 /// Decode one file. Decoder panics on malformed data are caught and
 /// reported as [`AglError::Decode`].
 pub fn decode_file(path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decoded> {
@@ -360,6 +472,9 @@ const PROBE: usize = (1 << 20) + 16;
 
 fn decode_inner(src: &Source, path: &Path, p: &DecodeParams, cancel: &Cancel) -> Result<Decoded> {
     let mut media = src.open()?;
+    if media.len() == 0 {
+        return Err(dec_err(path, "empty file (0 bytes)"));
+    }
     let mut head = media.head(HEAD).map_err(|e| dec_err(path, e))?;
     let mut found = guard::locate(&head);
     if found.is_none() && media.len() > HEAD as u64 {
@@ -397,6 +512,9 @@ fn decode_inner(src: &Source, path: &Path, p: &DecodeParams, cancel: &Cancel) ->
         }
         None => {}
     }
+    if found.is_none() {
+        aiff::check(&head).map_err(|e| dec_err(path, e))?;
+    }
     let hint = src.hint();
     if mp3::claims(hint.as_deref(), &head) {
         // A file named .mp3 that holds no MPEG audio goes to the probe below,
@@ -409,8 +527,16 @@ fn decode_inner(src: &Source, path: &Path, p: &DecodeParams, cancel: &Cancel) ->
     if wav_declared.is_some() {
         d.source_frames = wav_declared;
     }
+    if head.starts_with(&EBML_MAGIC) {
+        // symphonia's Matroska reader gives the segment duration in
+        // timestamp units, not frames: no declaration to compare against.
+        d.source_frames = None;
+    }
     finish(path, d)
 }
+
+/// The first bytes of an EBML (Matroska, WebM) file.
+const EBML_MAGIC: [u8; 4] = [0x1A, 0x45, 0xDF, 0xA3];
 
 fn finish(path: &Path, mut d: Decoded) -> Result<Decoded> {
     let parts: Vec<&[f32]> = d.channels.iter().map(|c| c.as_slice()).collect();
@@ -662,7 +788,7 @@ fn decode_symphonia(
     };
     let probed = symphonia::default::get_probe()
         .format(&hint, mss, &fmt_opts, &MetadataOptions::default())
-        .map_err(|e| dec_err(path, sym_reason(&e)))?;
+        .map_err(|e| dec_err(path, probe_reason(&e, media)))?;
     let mut format = probed.format;
     let track = format
         .tracks()
@@ -676,7 +802,7 @@ fn decode_symphonia(
         .filter(|&r| r > 0)
         .ok_or_else(|| dec_err(path, "the stream has no sample rate"))?;
     check_header_rate(path, source_sr)?;
-    let mut decoder = symphonia::default::get_codecs()
+    let mut decoder = opus::codecs()
         .make(cp, &DecoderOptions::default())
         .map_err(|e| dec_err(path, sym_reason(&e)))?;
     // Timestamps to frames at the source rate.
@@ -957,9 +1083,37 @@ mod tests {
             crate::parallel::never(),
         )
         .unwrap();
-        for r in res {
-            assert!(matches!(r, Err(AglError::Decode { .. })), "{r:?}");
-        }
+        assert!(
+            matches!(&res[0], Err(AglError::Decode { reason, .. })
+                if reason.starts_with("unrecognised format (first bytes 74 68 69 73 20")),
+            "{:?}",
+            res[0]
+        );
+        assert!(
+            matches!(&res[1], Err(AglError::NotFound { .. })),
+            "{:?}",
+            res[1]
+        );
         std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn empty_files_and_special_files_are_named() {
+        let empty = tmp("empty.flac");
+        std::fs::write(&empty, b"").unwrap();
+        let p = DecodeParams::default();
+        let never = crate::parallel::never();
+        let e = decode_file(&empty, &p, never).unwrap_err().to_string();
+        assert!(e.ends_with("empty.flac: empty file (0 bytes)"), "{e}");
+        std::fs::remove_file(&empty).ok();
+        let e = decode_file(Path::new("/dev/zero"), &p, never)
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("not a regular file (character device)"), "{e}");
+        let dir = tmp("a_directory.mp3");
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = decode_file(&dir, &p, never).unwrap_err().to_string();
+        assert!(e.ends_with("not a regular file (directory)"), "{e}");
+        std::fs::remove_dir(&dir).ok();
     }
 }

@@ -21,6 +21,8 @@ pub enum AglError {
     NonFinite { what: String, index: usize },
     /// Audio data could not be decoded.
     Decode { path: String, reason: String },
+    /// An input file does not exist (`path` names it).
+    NotFound { path: String },
     /// An I/O failure.
     Io(String),
     /// An allocation the allocator refused, or one above a resource limit
@@ -55,6 +57,7 @@ impl fmt::Display for AglError {
                 "{what} is not finite everywhere: first NaN or Inf at sample {index}"
             ),
             AglError::Decode { path, reason } => write!(f, "cannot decode {path}: {reason}"),
+            AglError::NotFound { path } => write!(f, "file not found: {path}"),
             AglError::Io(msg) => f.write_str(msg),
             AglError::Memory { what, bytes } => write!(
                 f,

@@ -98,6 +98,7 @@ fn error_kind(e: &AglError) -> &'static str {
         AglError::Shape(_) => "ShapeError",
         AglError::NonFinite { .. } => "NonFiniteError",
         AglError::Decode { .. } => "AudioDecodeError",
+        AglError::NotFound { .. } => "AudioFileNotFoundError",
         AglError::Io(_) => "AglIOError",
         AglError::Memory { .. } => "ResourceLimitError",
         _ => "AglError",

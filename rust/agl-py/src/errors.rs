@@ -10,6 +10,7 @@ pyo3::import_exception!(agl_fast.exceptions, ShapeError);
 pyo3::import_exception!(agl_fast.exceptions, NonFiniteError);
 pyo3::import_exception!(agl_fast.exceptions, AudioDecodeError);
 pyo3::import_exception!(agl_fast.exceptions, AglIOError);
+pyo3::import_exception!(agl_fast.exceptions, AudioFileNotFoundError);
 pyo3::import_exception!(agl_fast.exceptions, ResourceLimitError);
 pyo3::import_exception!(agl_fast.exceptions, InternalError);
 
@@ -21,6 +22,7 @@ pub fn to_py(e: AglError) -> PyErr {
         AglError::Shape(_) => ShapeError::new_err(msg),
         AglError::NonFinite { .. } => NonFiniteError::new_err(msg),
         AglError::Decode { .. } => AudioDecodeError::new_err(msg),
+        AglError::NotFound { .. } => AudioFileNotFoundError::new_err(msg),
         AglError::Io(_) => AglIOError::new_err(msg),
         AglError::Memory { .. } => ResourceLimitError::new_err(msg),
         AglError::Cancelled => PyKeyboardInterrupt::new_err(msg),

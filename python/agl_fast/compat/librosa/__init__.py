@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _args
 from ... import features as _f
 from ...exceptions import AudioDecodeError, NotAcceleratedError, ParameterError
 from . import feature, filters
@@ -50,6 +51,26 @@ __all__ = [
 # librosa resampling modes with an agl-fast filter of the same design
 # (band-limited sinc, soxr's pass band and attenuation; see agl_fast.audio).
 RESAMPLE_PRESETS = {"soxr_hq": "hq", "soxr_vhq": "vhq"}
+
+# Every res_type librosa.resample knows (0.10); another name is refused here
+# instead of reaching librosa's fall-through import of an optional backend.
+LIBROSA_RES_TYPES = (
+    "soxr_vhq",
+    "soxr_hq",
+    "soxr_mq",
+    "soxr_lq",
+    "soxr_qq",
+    "kaiser_best",
+    "kaiser_fast",
+    "fft",
+    "scipy",
+    "polyphase",
+    "linear",
+    "zero_order_hold",
+    "sinc_best",
+    "sinc_medium",
+    "sinc_fastest",
+)
 
 
 def _librosa(function: str, reason: str) -> Any:
@@ -118,6 +139,10 @@ def stft(
     frames), and it must be complex.
     """
     y = _audio(y)
+    center = _args.flag("center", center)
+    pad_mode = _args.text("pad_mode", pad_mode)
+    if dtype is not None:
+        _args.dtype("dtype", dtype)
     n_fft = _count("n_fft", n_fft)  # type: ignore[assignment]
     win_length = _count("win_length", win_length, allow_none=True)
     hop_length = _count("hop_length", hop_length, allow_none=True)
@@ -240,7 +265,16 @@ def load(
     """
     from ... import audio
 
-    mono = bool(mono)
+    mono = _args.flag("mono", mono)
+    sr = _args.opt_real("sr", sr)
+    offset = _args.real("offset", offset)
+    duration = _args.opt_real("duration", duration)
+    _args.dtype("dtype", dtype)
+    res_type = _args.choice("res_type", res_type, LIBROSA_RES_TYPES)
+    if not _is_path(path) and not hasattr(path, "read"):
+        raise ParameterError(
+            f"path must be a file path or a file-like object, got a {type(path).__name__}"
+        )
     kwargs = {
         "sr": sr,
         "mono": mono,
@@ -266,7 +300,7 @@ def load(
             res_type=RESAMPLE_PRESETS.get(res_type, "hq"),
         )
     except AudioDecodeError as exc:
-        if not os.path.exists(path):
+        if not os.path.isfile(path):  # a special file is no fallback case
             raise
         return _librosa("load", f"the decoder cannot read {os.fspath(path)!r} ({exc})")(  # type: ignore[no-any-return]
             path, **kwargs
@@ -296,8 +330,17 @@ def resample(
     from ... import audio
 
     y = _audio(y)
+    orig_sr = _args.real("orig_sr", orig_sr)
+    target_sr = _args.real("target_sr", target_sr)
+    res_type = _args.choice("res_type", res_type, LIBROSA_RES_TYPES)
+    fix = _args.flag("fix", fix)
+    scale = _args.flag("scale", scale)
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise ParameterError(f"axis must be an integer, got axis={axis!r}")
+    if not -y.ndim <= axis < y.ndim:
+        raise ParameterError(f"axis={axis} is out of range for an array of {y.ndim} dimensions")
     for name, rate in (("orig_sr", orig_sr), ("target_sr", target_sr)):
-        if isinstance(rate, (bool, np.bool_)) or not np.isfinite(rate) or rate <= 0:
+        if not np.isfinite(rate) or rate <= 0:
             raise ParameterError(f"{name}={rate!r} must be a positive, finite sample rate")
     if orig_sr == target_sr:
         return y
@@ -352,11 +395,13 @@ def get_duration(
     decoder does not read goes to librosa), a spectrogram or a buffer."""
     from ... import audio
 
+    sr = _args.real("sr", sr)
+    center = _args.flag("center", center)
     if path is not None:
         try:
             data, rate = audio.load(path, sr=None, mono=True)
         except AudioDecodeError as exc:
-            if not os.path.exists(path):
+            if not os.path.isfile(path):
                 raise
             return _librosa(  # type: ignore[no-any-return]
                 "get_duration", f"the decoder cannot read {os.fspath(path)!r} ({exc})"
@@ -365,11 +410,17 @@ def get_duration(
     if y is None:
         if S is None:
             raise ParameterError("At least one of (y, sr), S, or path must be provided")
-        n_samples = n_fft + hop_length * (np.shape(S)[-1] - 1)
+        S = _args.array("S", S, complex_ok=True)
+        if S.ndim < 1:
+            raise ParameterError(f"S must be a spectrogram [..., t], got shape {S.shape}")
+        n_samples = n_fft + hop_length * (S.shape[-1] - 1)
         if center:
             n_samples -= 2 * (n_fft // 2)
     else:
-        n_samples = np.shape(y)[-1]
+        y = _args.array("y", y)
+        if y.ndim < 1:
+            raise ParameterError(f"y must be an audio buffer [..., n], got shape {y.shape}")
+        n_samples = y.shape[-1]
     if not np.isfinite(sr) or sr <= 0:
         raise ParameterError(f"sr={sr!r} must be a positive, finite sample rate")
     return float(n_samples) / sr
