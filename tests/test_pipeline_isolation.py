@@ -91,7 +91,7 @@ def test_process_batch_is_a_pure_function_of_its_table(tmp_path: Path) -> None:
         None,
         "AudioDecodeError",
         None,
-        "AudioDecodeError",
+        "FileNotFound",
         None,
     ]
     for f in out.schema:

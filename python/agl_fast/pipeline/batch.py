@@ -36,6 +36,7 @@ from ..manifest import COORDINATE_PROBLEM
 from ..presets import CHANNEL_POLICIES
 from ..quality import DEFAULT_THRESHOLDS
 from ..tagging.windows import DEFAULT_FRACTION_SCHEME, FRACTION_SCHEMES
+from .precheck import FILE_NOT_FOUND
 from .stages import Clips, FeatureStage, Stage, levels_stage, quality_stage
 from .stages import registered_stages as _registered
 
@@ -338,8 +339,8 @@ class BatchProcessor:
         )
         table = table.drop_columns(list(_LEVELS))
         kinds = table.column("error_type").to_pylist()
-        if any(k in _RESOURCE_ERRORS for k in kinds):
-            fixed = [RESOURCE_LIMIT if k in _RESOURCE_ERRORS else k for k in kinds]
+        if any(k in _ROW_KINDS for k in kinds):
+            fixed = [_ROW_KINDS.get(k, k) for k in kinds]
             i = table.column_names.index("error_type")
             table = table.set_column(i, "error_type", pa.array(fixed, pa.string()))
         clips = Clips([keys[i] for i in ok], audio, cfg.sr, 0, levels)
@@ -559,12 +560,18 @@ def _inputs_of(table: pa.Table) -> tuple[list[str], list[str], pa.Table]:
 #: may have" (anywhere in the class's bases): their rows get
 #: :data:`RESOURCE_LIMIT`.
 _RESOURCE_ERRORS = frozenset({"MemoryError", "ResourceLimitError"})
+#: The loader's error kinds that rows name as the metadata pass does (a
+#: file removed after that pass is still ``FileNotFound``).
+_ROW_KINDS = {
+    **dict.fromkeys(_RESOURCE_ERRORS, RESOURCE_LIMIT),
+    "AudioFileNotFoundError": FILE_NOT_FOUND,
+}
 
 
 def _error_type(exc: BaseException) -> str:
     if any(c.__name__ in _RESOURCE_ERRORS for c in type(exc).__mro__):
         return RESOURCE_LIMIT
-    return type(exc).__name__
+    return _ROW_KINDS.get(type(exc).__name__, type(exc).__name__)
 
 
 def _error_table(

@@ -58,7 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=lambda text: [e for e in text.split(",") if e.strip()],
         default=None,
         metavar="EXT[,EXT...]",
-        help="more file extensions to take from an INPUT directory (e.g. 'aif,caf'); every "
+        help="more file extensions to take from an INPUT directory (e.g. 'caf,w64'); every "
         "file left out is counted under 'skipped' in summary.json",
     )
     p.add_argument("--sr", type=int, default=_DEFAULTS.sr, help="target sample rate in Hz")

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from .. import manifest
+from ..audio import AUDIO_EXTENSIONS
 from ..exceptions import ParameterError
 
 __all__ = [
@@ -26,9 +27,6 @@ __all__ = [
 
 _log = logging.getLogger("agl_fast.pipeline")
 
-AUDIO_EXTENSIONS = frozenset(
-    {".mp3", ".flac", ".wav", ".wave", ".ogg", ".oga", ".m4a", ".mp4", ".aac"}
-)
 #: Manifest columns carried into the output table when present.
 CARRIED = (
     "longitude",

@@ -3,7 +3,8 @@ any decoding, at file-system speed.
 
 One ``stat`` per input path (no open, no read): a missing file, a path
 that is not a regular file (a directory, FIFO, socket or device) and a file
-this process may not read become error rows at once, so a manifest of a
+this process may not read become error rows at once (and so does an empty
+file: 0 bytes hold no audio, whatever the extension), so a manifest of a
 million missing files is reported in seconds instead of being handed to
 the decoders one batch at a time. Empty paths (a manifest row without
 audio) are left to the batch function, which names them.
@@ -14,7 +15,13 @@ from __future__ import annotations
 import os
 import stat
 
-__all__ = ["FILE_NOT_FOUND", "FILE_UNREADABLE", "NOT_A_REGULAR_FILE", "check_paths"]
+__all__ = [
+    "EMPTY_FILE",
+    "FILE_NOT_FOUND",
+    "FILE_UNREADABLE",
+    "NOT_A_REGULAR_FILE",
+    "check_paths",
+]
 
 #: ``error_type`` of a row whose path does not exist.
 FILE_NOT_FOUND = "FileNotFound"
@@ -22,6 +29,10 @@ FILE_NOT_FOUND = "FileNotFound"
 NOT_A_REGULAR_FILE = "NotARegularFile"
 #: ``error_type`` of a row whose file this process may not read.
 FILE_UNREADABLE = "FileUnreadable"
+#: ``error_type`` of a row whose file is a regular file of 0 bytes: the
+#: type of the error :func:`agl_fast.load` raises for it, so that both entry
+#: points agree.
+EMPTY_FILE = "AudioDecodeError"
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -46,6 +57,8 @@ def _problem(path: str) -> tuple[str, str] | None:
     if stat.S_ISREG(st.st_mode):
         if not os.access(path, os.R_OK):
             return FILE_UNREADABLE, f"permission denied: {path}"
+        if st.st_size == 0:
+            return EMPTY_FILE, f"cannot decode {path}: empty file (0 bytes)"
         return None
     kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
     return NOT_A_REGULAR_FILE, f"not a regular file ({kind}): {path}"
@@ -63,8 +76,8 @@ def check_paths(paths: list[str]) -> list[tuple[int, str, str]]:
     -------
     list of (int, str, str)
         ``(position, error_type, message)`` for each unreadable path, in
-        input order: :data:`FILE_NOT_FOUND`, :data:`NOT_A_REGULAR_FILE` or
-        :data:`FILE_UNREADABLE`.
+        input order: :data:`FILE_NOT_FOUND`, :data:`NOT_A_REGULAR_FILE`,
+        :data:`FILE_UNREADABLE` or :data:`EMPTY_FILE`.
     """
     out = []
     for i, p in enumerate(paths):
