@@ -33,6 +33,7 @@ use crate::resample::{Quality, Resampler, MAX_SAMPLE_RATE};
 
 mod aiff;
 pub mod guard;
+mod mkv;
 mod mp3;
 pub mod opus;
 
@@ -531,6 +532,21 @@ fn decode_inner(src: &Source, path: &Path, p: &DecodeParams, cancel: &Cancel) ->
         // symphonia's Matroska reader gives the segment duration in
         // timestamp units, not frames: no declaration to compare against.
         d.source_frames = None;
+        // Nor does it pass on the last block's DiscardPadding (the samples an
+        // Opus encoder added past the end): trim them as ffmpeg does, when
+        // the read went to the end of the stream.
+        if p.duration.is_none() && !d.truncated {
+            let padding = media
+                .reader()
+                .ok()
+                .and_then(|mut r| mkv::end_padding_ns(&mut r, media.len()));
+            if let Some(ns) = padding {
+                let cut = (ns as u128 * d.sr as u128 + 500_000_000) / 1_000_000_000;
+                for c in &mut d.channels {
+                    c.truncate(c.len().saturating_sub(cut as usize));
+                }
+            }
+        }
     }
     finish(path, d)
 }
