@@ -92,6 +92,7 @@ def test_ray_rows_equal_one_machine_with_an_unreadable_input_and_tagging(
     assert "speech_fraction" in b.column_names  # the tagging actor ran
     assert on_ray["counts"] == one["counts"]
     assert on_ray["counts"]["errors_by_reason"]["NotARegularFile"] == 1
+    assert on_ray["skipped"] == one["skipped"]  # what listing left out, on both engines
     # x.wav and the empty file are rows of the metadata pass, never decoded
     assert on_ray["engine"] == "ray" and on_ray["this_run"]["files"] == b.num_rows - 2
 

@@ -80,6 +80,7 @@ from agl_fast.pipeline.run import (
     metadata_pass,
     prepare_out,
     run_counts,
+    skipped_summary,
     stop_on_signals,
 )
 from agl_fast.pipeline.stages import Clips, atomic_write_parquet
@@ -619,6 +620,7 @@ def curate_ray(
     summary = {
         "engine": "ray",
         "input": dict(inputs.source),
+        "skipped": skipped_summary(inputs),
         "counts": run_counts(final, len(inputs.keys)),
         "this_run": {
             "files": len(todo),

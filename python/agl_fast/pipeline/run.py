@@ -70,6 +70,7 @@ __all__ = [
     "metadata_pass",
     "prepare_out",
     "run_counts",
+    "skipped_summary",
     "stop_on_signals",
 ]
 
@@ -207,6 +208,12 @@ def _logged(sink: PartSink, batches: Iterable[pa.Table]) -> Iterator[pa.Table]:
     for b in batches:
         sink.started(b)
         yield b
+
+
+def skipped_summary(inputs: Inputs) -> dict[str, Any]:
+    """The ``skipped`` entry of a run summary: what listing the inputs left
+    out (:attr:`Inputs.skipped`), zero counts when nothing was."""
+    return inputs.skipped or {"count": 0, "by_extension": {}, "files": []}
 
 
 def metadata_pass(inputs: Inputs, todo: list[int]) -> tuple[list[int], pa.Table]:
@@ -445,7 +452,7 @@ def _summary(
     total_audio = float(np.nansum(dur.astype(np.float64)))
     return {
         "input": dict(inputs.source),
-        "skipped": inputs.skipped or {"count": 0, "by_extension": {}, "files": []},
+        "skipped": skipped_summary(inputs),
         "counts": run_counts(final, len(inputs.keys)),
         "audio_hours": total_audio / 3600,
         "this_run": {
