@@ -169,7 +169,16 @@ class _Killer:
                 time.sleep(0.01)
                 continue
             try:
-                for pid in _readers(self.path):
+                # The reader's open() returns once this write end exists; its
+                # descriptor shows in /proc a moment later (closing the write
+                # end before that would hand it an end of file instead).
+                pids: list[int] = []
+                deadline = time.monotonic() + 10.0
+                while not pids and time.monotonic() < deadline:
+                    pids = _readers(self.path)
+                    if not pids:
+                        time.sleep(0.005)
+                for pid in pids:
                     os.kill(pid, self.sig)
                     self.kills += 1
                     while pid in _readers(self.path):
