@@ -47,7 +47,6 @@ import json
 import logging
 import os
 import platform
-import signal
 import time
 import wave
 from collections.abc import Sequence
@@ -68,15 +67,16 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from agl_fast import __version__
-from agl_fast.exceptions import ParameterError, RunInterrupted
-from agl_fast.pipeline.batch import BatchConfig, BatchProcessor, _run_stage, build_stages
+from agl_fast.exceptions import ParameterError
+from agl_fast.pipeline.batch import BatchConfig, BatchProcessor, build_stages, run_stage
 from agl_fast.pipeline.inputs import AUDIO_EXTENSIONS, Inputs
 from agl_fast.pipeline.journal import LogContents, PartSink, read_log, read_parts
 from agl_fast.pipeline.run import (
     PRECHECK_CHUNK,
     CurateConfig,
-    _input_table,
     final_table,
+    input_table,
+    interrupted,
     metadata_pass,
     prepare_out,
     run_counts,
@@ -253,7 +253,7 @@ class _Tagger:
         clip = (0.1 * rng.standard_normal(config.sr)).astype(np.float32)
         self.columns: dict[str, pa.DataType] = {}
         for st in self.stages:
-            cols, _ = _run_stage(st, Clips(["probe.wav"], [clip], config.sr))
+            cols, _ = run_stage(st, Clips(["probe.wav"], [clip], config.sr))
             self.columns.update({name: arr.type for name, arr in cols.items()})
 
     def __call__(self, table: pa.Table) -> pa.Table:
@@ -271,7 +271,7 @@ class _Tagger:
         table = table.drop_columns([_TAG_AUDIO])
         done: dict[str, pa.Array] = {}
         for st in self.stages:
-            cols, errs = _run_stage(st, clips) if ok else ({}, [])
+            cols, errs = run_stage(st, clips) if ok else ({}, [])
             for j, e in enumerate(errs):
                 if e is not None and errors[ok[j]] is None:
                     errors[ok[j]] = e
@@ -336,10 +336,9 @@ def inputs_dataset(inputs: Inputs, batch_size: int = 8) -> ray.data.Dataset:
     node sees)."""
     n = len(inputs.keys)
     blocks = [
-        _input_table(inputs, list(range(s, min(s + batch_size, n))))
-        for s in range(0, n, batch_size)
+        input_table(inputs, list(range(s, min(s + batch_size, n)))) for s in range(0, n, batch_size)
     ]
-    return ray.data.from_arrow(blocks or [_input_table(inputs, [])])
+    return ray.data.from_arrow(blocks or [input_table(inputs, [])])
 
 
 def _tag_gpus(config: BatchConfig, opts: RayOptions) -> float:
@@ -579,7 +578,7 @@ def curate_ray(
     todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
     todo, unreadable = metadata_pass(inputs, todo)
     size = cfg.batch_size
-    batches = [_input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size)]
+    batches = [input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size)]
     sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
     audio = [0.0]
 
@@ -598,15 +597,7 @@ def curate_ray(
             sink.finish()
             finished = True
     except KeyboardInterrupt as exc:
-        signum = getattr(exc, "signum", signal.SIGINT)
-        _log.warning(
-            "%s: stopping; rows of finished files are saved in %s, %d files in flight "
-            "will be redone by --resume",
-            signal.Signals(signum).name,
-            out,
-            len(sink.in_flight),
-        )
-        raise RunInterrupted(signum) from exc
+        raise interrupted(exc, out, sink) from exc
     finally:
         if not finished:
             sink.abort()

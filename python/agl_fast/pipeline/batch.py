@@ -48,6 +48,7 @@ __all__ = [
     "BatchProcessor",
     "error_rows",
     "process_batch",
+    "run_stage",
 ]
 
 #: Columns of the input table the batch function reads (``key`` defaults to
@@ -353,7 +354,7 @@ class BatchProcessor:
         stage_errors: list[str | None] = [None] * len(keys)
         passed = np.array([a is not None for a in arrays], dtype=bool)
         for st in self.stages:
-            cols, errs = _run_stage(st, clips) if len(clips) else ({}, [None] * 0)
+            cols, errs = run_stage(st, clips) if len(clips) else ({}, [None] * 0)
             for j, e in enumerate(errs):
                 if e is not None and stage_errors[ok[j]] is None:
                     stage_errors[ok[j]] = e
@@ -472,7 +473,7 @@ def _one(table: pa.Table, i: int) -> pa.Table:
     return table.slice(i, 1)
 
 
-def _run_stage(st: Stage, clips: Clips) -> tuple[dict[str, pa.Array], list[str | None]]:
+def run_stage(st: Stage, clips: Clips) -> tuple[dict[str, pa.Array], list[str | None]]:
     """Columns of ``st`` over ``clips`` and a per-clip error (or ``None``).
 
     A stage that raises on the batch is run clip by clip, so one clip it

@@ -67,6 +67,8 @@ __all__ = [
     "curate",
     "default_workers",
     "final_table",
+    "input_table",
+    "interrupted",
     "metadata_pass",
     "prepare_out",
     "run_counts",
@@ -210,6 +212,21 @@ def _logged(sink: PartSink, batches: Iterable[pa.Table]) -> Iterator[pa.Table]:
         yield b
 
 
+def interrupted(exc: KeyboardInterrupt, out: Path, sink: PartSink) -> RunInterrupted:
+    """The :class:`RunInterrupted` a run raises when a signal stops it (the
+    signal's own, else SIGINT), after logging what is saved and what
+    ``--resume`` will redo; both engines use it."""
+    signum = exc.signum if isinstance(exc, RunInterrupted) else signal.SIGINT
+    _log.warning(
+        "%s: stopping; rows of finished files are saved in %s, %d files in flight "
+        "will be redone by --resume",
+        signal.Signals(signum).name,
+        out,
+        len(sink.in_flight),
+    )
+    return RunInterrupted(signum)
+
+
 def skipped_summary(inputs: Inputs) -> dict[str, Any]:
     """The ``skipped`` entry of a run summary: what listing the inputs left
     out (:attr:`Inputs.skipped`), zero counts when nothing was."""
@@ -226,7 +243,7 @@ def metadata_pass(inputs: Inputs, todo: list[int]) -> tuple[list[int], pa.Table]
         return todo, pa.table({})
     positions = [todo[j] for j, _, _ in bad]
     rows = error_rows(
-        _input_table(inputs, positions), [t for _, t, _ in bad], [m for _, _, m in bad]
+        input_table(inputs, positions), [t for _, t, _ in bad], [m for _, _, m in bad]
     )
     counts = Counter(t for _, t, _ in bad)
     _log.warning(
@@ -241,7 +258,7 @@ def metadata_pass(inputs: Inputs, todo: list[int]) -> tuple[list[int], pa.Table]
     return [i for i in todo if i not in gone], rows
 
 
-def _input_table(inputs: Inputs, idx: list[int]) -> pa.Table:
+def input_table(inputs: Inputs, idx: list[int]) -> pa.Table:
     cols: dict[str, Any] = {
         "key": pa.array([inputs.keys[i] for i in idx], pa.string()),
         "path": pa.array([inputs.paths[i] for i in idx], pa.string()),
@@ -330,7 +347,7 @@ def curate(
     size = min(cfg.batch_size, max(1, -(-len(todo) // (max(workers, 1) * _TASKS_PER_WORKER))))
     sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
     batches = _logged(
-        sink, (_input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size))
+        sink, (input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size))
     )
     n_batches = -(-len(todo) // size)
     stats = SupervisorStats()
@@ -365,15 +382,7 @@ def curate(
             sink.finish()
             finished = True
     except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, RunInterrupted) else signal.SIGINT
-        _log.warning(
-            "%s: stopping; rows of finished files are saved in %s, %d files in flight "
-            "will be redone by --resume",
-            signal.Signals(signum).name,
-            out,
-            len(sink.in_flight),
-        )
-        raise RunInterrupted(signum) from exc
+        raise interrupted(exc, out, sink) from exc
     finally:
         if not finished:
             sink.abort()
