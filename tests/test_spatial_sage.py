@@ -16,7 +16,7 @@ import onnxruntime
 import torch
 
 from agl_fast import bat
-from agl_fast._onnx import BackendError
+from agl_fast._internal.onnx import BackendError
 from agl_fast.cli import main
 from agl_fast.exceptions import AglError, NonFiniteError, ParameterError, ShapeError
 from agl_fast.spatial import infer

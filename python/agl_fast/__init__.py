@@ -12,7 +12,7 @@ Rust core over whole batches, in parallel, with the GIL released.
 from __future__ import annotations
 
 from . import exceptions, quality, room
-from ._config import get_num_threads, set_num_threads
+from ._internal.config import get_num_threads, set_num_threads
 from ._native import __version__
 from .audio import load, load_arrays, load_many, resample
 from .bands import band_room_parameters

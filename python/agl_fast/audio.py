@@ -44,8 +44,8 @@ import numpy as np
 import pyarrow as pa
 
 from . import _native
-from ._args import array, text
-from ._config import resolve_threads
+from ._internal.args import array, text
+from ._internal.config import resolve_threads
 from .exceptions import ParameterError, ShapeError
 
 __all__ = [

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import _native
-from ._args import array, real
+from ._internal.args import array, real
 from .exceptions import NonFiniteError, ParameterError, ShapeError
 from .room import PARAMETERS, room_parameters
 

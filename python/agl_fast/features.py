@@ -1,6 +1,6 @@
 """Spectral and binaural features with librosa's names, defaults and shapes.
 
-Every function takes one clip or a batch (see :mod:`agl_fast._batch` for the
+Every function takes one clip or a batch (see :mod:`agl_fast._internal.batch` for the
 accepted inputs and the output that each gives) and runs in parallel in the
 Rust core with the GIL released. Results are identical for any thread count
 and identical to calling the function on one clip at a time.
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from . import _native
-from ._args import array, count, flag, opt_real, real, text
-from ._batch import (
+from ._internal.args import array, count, flag, opt_real, real, text
+from ._internal.batch import (
     Output,
     _is_arrow,
     check_output,
@@ -25,7 +25,7 @@ from ._batch import (
     run,
     to_float32,
 )
-from ._config import resolve_threads
+from ._internal.config import resolve_threads
 from .exceptions import NonFiniteError, ParameterError, ShapeError
 
 __all__ = [
@@ -264,7 +264,7 @@ def stft(
         Worker threads; default from :func:`agl_fast.set_num_threads`,
         ``AGL_FAST_NUM_THREADS`` or the CPU count.
     output : {'auto', 'numpy', 'list', 'padded'}
-        Result container (see :mod:`agl_fast._batch`); complex results have
+        Result container (see :mod:`agl_fast._internal.batch`); complex results have
         no Arrow form, so ``'auto'`` gives a list for Arrow input.
     allow_copy : bool
         Allow copying a non-float32 or non-contiguous input.

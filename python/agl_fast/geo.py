@@ -22,8 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._args import array, real, reals
-from ._config import resolve_threads
+from ._internal.args import array, real, reals
+from ._internal.config import resolve_threads
 from .exceptions import ParameterError, ShapeError
 
 MEAN_EARTH_RADIUS_KM = 6371.0088

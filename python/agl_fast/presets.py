@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _args, _native
-from ._args import opt_real, real
-from ._batch import Output, prepare_mono, prepare_stereo, run
-from ._config import resolve_threads
+from . import _native
+from ._internal import args as _args
+from ._internal.args import opt_real, real
+from ._internal.batch import Output, prepare_mono, prepare_stereo, run
+from ._internal.config import resolve_threads
 from .exceptions import ParameterError, ShapeError
 from .features import logmel
 

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from . import _native
-from ._args import array, real
-from ._batch import Output, prepare_mono, run
-from ._config import resolve_threads
+from ._internal.args import array, real
+from ._internal.batch import Output, prepare_mono, run
+from ._internal.config import resolve_threads
 from .exceptions import ParameterError, ShapeError
 
 __all__ = [

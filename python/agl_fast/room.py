@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from . import _native
-from ._args import flag, real
-from ._batch import prepare_mono, to_float32
-from ._config import resolve_threads
+from ._internal.args import flag, real
+from ._internal.batch import prepare_mono, to_float32
+from ._internal.config import resolve_threads
 from .exceptions import ParameterError, ShapeError
 
 __all__ = [

@@ -29,7 +29,7 @@ from typing import Any, Literal, cast
 import numpy as np
 import pyarrow as pa
 
-from .._onnx import DEVICES, Device
+from .._internal.onnx import DEVICES, Device
 from ..audio import load_arrays
 from ..exceptions import ParameterError, ShapeError
 from ..manifest import COORDINATE_PROBLEM

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._onnx import DEVICES
+from .._internal.onnx import DEVICES
 from ..exceptions import AglError, RunInterrupted
 from .batch import LONG_CLIPS
 from .demo import demo_directories, output_note, write_demo_corpus

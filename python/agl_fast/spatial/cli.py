@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .._onnx import DEVICES
+from .._internal.onnx import DEVICES
 from ..exceptions import AglError
 
 

@@ -2,7 +2,7 @@
 
 :func:`export_onnx` writes the encoder and heads (``agl_fast.torch.sage``) to
 ONNX with a dynamic batch axis; :class:`SageSession` runs it in a session of
-the package's one factory (:func:`agl_fast._onnx.make_session`): by default
+the package's one factory (:func:`agl_fast._internal.onnx.make_session`): by default
 on CUDA when it really starts, else on the CPU with a logged warning
 (``device="cuda"`` insists on CUDA unless ``allow_cpu=True``; ``providers=``
 passes TensorRT/CUDA/CPU providers through). The provider in use is recorded
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._onnx import Device, make_session
+from .._internal.onnx import Device, make_session
 from ..exceptions import AglIOError, NonFiniteError, ParameterError, ShapeError
 from ..presets import bat
 
@@ -129,7 +129,7 @@ class SageSession:
     model : str
         Path of the ONNX file (:func:`export_onnx`).
     device : {"auto", "cuda", "cpu"}
-        Where to run (see :func:`agl_fast._onnx.make_session`).
+        Where to run (see :func:`agl_fast._internal.onnx.make_session`).
     allow_cpu : bool
         With ``device="cuda"``: run on the CPU when CUDA does not start.
     providers : sequence or None

@@ -1,6 +1,6 @@
 """ONNX Runtime sessions for the taggers.
 
-* Sessions come from :func:`agl_fast._onnx.make_session`, the package's one
+* Sessions come from :func:`agl_fast._internal.onnx.make_session`, the package's one
   session factory (re-exported here): ``device="auto"`` runs on CUDA when it
   really starts and on the CPU otherwise, with a logged warning;
   ``device="cuda"`` raises a :class:`BackendError` when CUDA is not active,
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .._onnx import BackendError, Device, _ort, default_intra_threads, make_session
+from .._internal.onnx import BackendError, Device, _ort, default_intra_threads, make_session
 from ..exceptions import ParameterError
 
 __all__ = ["BackendError", "Device", "OnnxModel", "default_intra_threads", "make_session"]

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from ... import _args
 from ... import features as _f
+from ..._internal import args as _args
 from ...exceptions import AudioDecodeError, NotAcceleratedError, ParameterError
 from . import feature, filters
 from ._errors import librosa_api

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ... import _args
 from ... import features as _f
+from ..._internal import args as _args
 from ...exceptions import ParameterError
 from ._errors import librosa_api
 from ._missing import missing

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ._config import resolve_threads
-from .exceptions import AglError, ParameterError
+from ..exceptions import AglError, ParameterError
+from .config import resolve_threads
 
 __all__ = ["DEVICES", "BackendError", "Device", "default_intra_threads", "make_session"]
 

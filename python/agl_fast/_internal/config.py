@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .exceptions import ParameterError
+from ..exceptions import ParameterError
 
 _NUM_THREADS: int | None = None
 
@@ -27,7 +27,7 @@ def get_num_threads() -> int:
     """Number of worker threads a call uses when it passes none."""
     if _NUM_THREADS is not None:
         return _NUM_THREADS
-    from . import _native
+    from .. import _native
 
     return int(_native.default_threads())
 
@@ -41,7 +41,7 @@ def resolve_threads(n_threads: int | None) -> int | None:
 
 def _check(n: object) -> int:
     """``n`` as a thread count in ``1..max_threads()`` or a ``ParameterError``."""
-    from . import _native
+    from .. import _native
 
     hi = int(_native.max_threads())
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= hi:

@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from . import _args
-from .exceptions import ParameterError, ShapeError
+from ..exceptions import ParameterError, ShapeError
+from . import args as _args
 
 Output = Literal["auto", "numpy", "list", "arrow", "padded"]
 _OUTPUTS = ("auto", "numpy", "list", "arrow", "padded")

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _native
-from .exceptions import ParameterError, ShapeError
+from .. import _native
+from ..exceptions import ParameterError, ShapeError
 
 __all__ = [
     "array",
