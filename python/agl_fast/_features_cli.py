@@ -16,7 +16,7 @@ import numpy as np
 
 from .audio import load
 from .exceptions import ParameterError
-from .presets import PRESETS, binaural_input, preset
+from .presets import PRESETS, get_recipe, mono_input
 
 _LOG = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def _read(path: Path, sr: int, mono: bool) -> np.ndarray:
                 f"got dtype={y.dtype}, shape={list(y.shape)}"
             )
         y = y.astype(np.float32, copy=False)
-        return y.mean(axis=0) if mono and y.ndim == 2 else y
+        return mono_input(y) if mono else y
     y, _ = load(path, sr=sr, mono=mono)
     return y
 
@@ -121,6 +121,7 @@ def demo_scene(seconds: float = 10.0, sr: int = 32000, seed: int = 0) -> np.ndar
 def run(args: argparse.Namespace) -> int:
     if args.sr <= 0:
         raise ParameterError(f"--sr must be a positive rate in Hz, got {args.sr}")
+    recipe = get_recipe(args.preset)
     if args.out is not None and args.out.suffix.lower() not in (".npy", ".parquet"):
         raise ParameterError(f"--out must end in .npy or .parquet, got {args.out.name!r}")
     if args.demo:
@@ -131,16 +132,12 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("give audio files (or .npy arrays) or --demo")
     else:
         sr = args.sr
-        mono = args.preset != "bat"
-        clips = [_read(p, sr, mono) for p in args.inputs]
+        clips = [_read(p, sr, recipe.channels == "mono") for p in args.inputs]
         names = [str(p) for p in args.inputs]
-    if args.preset == "efficientat":
-        clips = [c.mean(axis=0) if c.ndim == 2 else c for c in clips]
-    if args.preset == "bat":
-        policy = "mono-to-binaural" if args.mono_to_binaural else "refuse"
-        clips = [binaural_input(c, policy, n) for c, n in zip(clips, names, strict=True)]
+    policy = "mono-to-binaural" if args.mono_to_binaural else "refuse"
+    clips = [recipe.prepare(c, policy, n) for c, n in zip(clips, names, strict=True)]
     start = time.perf_counter()
-    feats = list(preset(args.preset, clips, sr=sr, n_threads=args.threads))
+    feats = list(recipe.run(clips, sr=sr, n_threads=args.threads, output="list"))
     elapsed = time.perf_counter() - start
     seconds = sum(c.shape[-1] for c in clips) / sr
     for name, f in zip(names, feats, strict=True):

@@ -30,6 +30,7 @@ from typing import Any
 
 from . import __version__
 from .exceptions import AglError
+from .plugins import add_plugin
 
 #: command name -> (module, one-line help, extra that provides its dependencies)
 COMMANDS: dict[str, tuple[str, str, str | None]] = {
@@ -122,6 +123,28 @@ EXTRA_OF_PACKAGE: dict[str, tuple[str, ...]] = {
 }
 
 _LOG = logging.getLogger("agl_fast")
+
+
+def _take_plugins(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split ``--plugin MODULE`` / ``--plugin=MODULE`` (before the command)
+    from the rest of ``argv``."""
+    plugins: list[str] = []
+    rest: list[str] = []
+    it = iter(argv)
+    command_seen = False
+    for a in it:
+        if not command_seen and a == "--plugin":
+            name = next(it, None)
+            if name is None:
+                rest.append(a)  # argparse says what is missing
+            else:
+                plugins.append(name)
+        elif not command_seen and a.startswith("--plugin="):
+            plugins.append(a.split("=", 1)[1])
+        else:
+            command_seen = command_seen or not a.startswith("-")
+            rest.append(a)
+    return plugins, rest
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -228,6 +251,13 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         description="Audio geo-localization and spatial-audio toolkit (Rust-accelerated).",
     )
     parser.add_argument("--version", action="version", version=f"agl-fast {__version__}")
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        metavar="MODULE",
+        help="import MODULE first: it may register feature recipes, quality filters, taggers "
+        "and stages (see agl_fast.plugins; also the AGL_FAST_PLUGINS variable); repeatable",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = _command_of(argv)
     for name, (module, help_text, _extra) in COMMANDS.items():
@@ -303,9 +333,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    command = _command_of(argv)
+    command = _command_of(_take_plugins(argv)[1])
     prefix = f"agl-fast {command}" if command else "agl-fast"
     try:
+        plugins, argv = _take_plugins(argv)
+        for name in plugins:
+            add_plugin(name)
         parser = build_parser(argv)
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):

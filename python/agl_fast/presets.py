@@ -8,27 +8,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
 from . import _native
 from ._internal import args as _args
-from ._internal.args import opt_real, real
+from ._internal.args import flag, opt_real, real
 from ._internal.batch import Output, prepare_mono, prepare_stereo, run
 from ._internal.config import resolve_threads
 from .exceptions import ParameterError, ShapeError
 from .features import logmel
+from .plugins import load_plugins
 
 __all__ = [
     "CHANNEL_POLICIES",
     "PRESETS",
+    "Recipe",
     "bat",
     "binaural_input",
     "efficientat",
+    "get_recipe",
     "librosa_logmel",
+    "mono_input",
     "preset",
+    "recipe_names",
+    "register_recipe",
 ]
 
 #: How a binaural recipe (``bat``) treats a clip that is not two-channel:
@@ -82,6 +89,39 @@ def binaural_input(y: np.ndarray, policy: str = "refuse", name: str = "clip") ->
     raise ShapeError(
         f"the bat recipe needs two-channel (binaural) audio; {name} has {channels} channel(s){hint}"
     )
+
+
+def mono_input(y: np.ndarray) -> np.ndarray:
+    """A clip as the input of a mono recipe or tagger: its channel mean.
+
+    Parameters
+    ----------
+    y : np.ndarray [shape=(n,) or (channels, n)]
+        Audio.
+
+    Returns
+    -------
+    np.ndarray [shape=(n,), dtype=float32]
+        ``y`` itself when it is one channel; else ``y.mean(axis=0)`` in
+        float32 (for two channels ``(a + b) * 0.5``: the same bits).
+
+    Raises
+    ------
+    ShapeError
+        ``y`` is not 1-D or 2-D.
+    """
+    y = _args.array("y", y)
+    if y.ndim not in (1, 2):
+        raise ShapeError(f"y must be audio [n] or [channels, n], got shape={list(y.shape)}")
+    if y.ndim == 1:
+        return y
+    if y.ndim == 2 and y.shape[0] == 1:
+        return y[0]
+    if y.ndim == 2 and y.shape[0] == 2 and y.dtype == np.float32:
+        out = np.add(y[0], y[1])
+        out *= np.float32(0.5)
+        return out
+    return np.ascontiguousarray(y.mean(axis=0, dtype=np.float32))
 
 
 def bat(
@@ -210,17 +250,124 @@ def librosa_logmel(
     return logmel(y, sr=sr, n_threads=n_threads, output=output, **kwargs)
 
 
-PRESETS: dict[str, Callable[..., Any]] = {
-    "bat": bat,
-    "efficientat": efficientat,
-    "librosa": librosa_logmel,
-}
+@dataclass(frozen=True)
+class Recipe:
+    """A feature recipe: what it takes and the function that computes it.
+
+    Attributes
+    ----------
+    name : str
+        Registry key (``--features`` of ``curate``, ``--preset`` of
+        ``features``).
+    channels : {"mono", "binaural"}
+        Its input: the channel mean of each clip (:func:`mono_input`), or
+        two ears (:func:`binaural_input`, under the caller's channel policy).
+    run : callable
+        ``run(batch, *, sr, n_threads, output, **options)``: a list of
+        clips in, one array per clip out (``output="list"``).
+    help : str
+        One line for ``--help``.
+    """
+
+    name: str
+    channels: Literal["mono", "binaural"]
+    run: Callable[..., Any]
+    help: str
+
+    def prepare(self, y: np.ndarray, policy: str = "refuse", name: str = "clip") -> np.ndarray:
+        """One clip as this recipe's input (the one channel rule of every
+        entry point).
+
+        Parameters
+        ----------
+        y : np.ndarray [shape=(n,) or (channels, n)]
+            Audio.
+        policy : {"refuse", "mono-to-binaural"}
+            For a binaural recipe: see :data:`CHANNEL_POLICIES`.
+        name : str
+            What to call the clip in an error message.
+
+        Returns
+        -------
+        np.ndarray [shape=(2, n) or (n,), dtype=float32]
+        """
+        if self.channels == "binaural":
+            return binaural_input(y, policy, name)
+        return mono_input(y)
+
+
+_RECIPES: dict[str, Recipe] = {}
+
+
+def register_recipe(recipe: Recipe, *, replace: bool = False) -> Recipe:
+    """Add ``recipe`` to the registry (see :mod:`agl_fast.plugins`).
+
+    Raises
+    ------
+    ParameterError
+        The name is taken (unless ``replace``), or the recipe is malformed.
+    """
+    if not isinstance(recipe, Recipe):
+        raise ParameterError(f"register_recipe takes a Recipe, got {type(recipe).__name__}")
+    if not recipe.name.isidentifier() or recipe.name == "none":
+        raise ParameterError(f"a recipe name must be an identifier (not 'none'): {recipe.name!r}")
+    if recipe.channels not in ("mono", "binaural"):
+        raise ParameterError(f"channels must be 'mono' or 'binaural', got {recipe.channels!r}")
+    replace = flag("replace", replace)
+    if recipe.name in _RECIPES and not replace:
+        raise ParameterError(f"a recipe named {recipe.name!r} is registered already")
+    _RECIPES[recipe.name] = recipe
+    return recipe
+
+
+def recipe_names() -> list[str]:
+    """Names of the registered recipes (plugins included), sorted."""
+    load_plugins()
+    return sorted(_RECIPES)
+
+
+def get_recipe(name: str) -> Recipe:
+    """The recipe called ``name``.
+
+    Raises
+    ------
+    ParameterError
+        No such recipe; the message lists the registered ones.
+    """
+    load_plugins()
+    found = _RECIPES.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise ParameterError(f"unknown preset name={name!r}; choose one of {sorted(_RECIPES)}")
+    return found
+
+
+class _PresetFunctions(Mapping[str, Callable[..., Any]]):
+    """The registry as ``name -> function`` (:data:`PRESETS`)."""
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        if name not in _RECIPES:
+            load_plugins()
+        return _RECIPES[name].run
+
+    def __iter__(self) -> Iterator[str]:
+        load_plugins()
+        return iter(sorted(_RECIPES))
+
+    def __len__(self) -> int:
+        load_plugins()
+        return len(_RECIPES)
+
+
+#: The registered recipes' functions by name (a live view of the registry).
+PRESETS: Mapping[str, Callable[..., Any]] = _PresetFunctions()
+
+register_recipe(Recipe("bat", "binaural", bat, "BAT / OWL SAGE binaural log-mel + IPD"))
+register_recipe(Recipe("efficientat", "mono", efficientat, "EfficientAT mn log-mel input"))
+register_recipe(Recipe("librosa", "mono", librosa_logmel, "librosa's default log-mel (dB)"))
 
 
 def preset(name: str, y: Any, **kwargs: Any) -> Any:
-    """Run the preset called ``name`` (``'bat'``, ``'efficientat'``,
-    ``'librosa'``) on ``y``; keyword arguments go to that preset."""
-    fn = PRESETS.get(name) if isinstance(name, str) else None
-    if fn is None:
-        raise ParameterError(f"unknown preset name={name!r}; choose one of {sorted(PRESETS)}")
-    return fn(y, **kwargs)
+    """Run the registered recipe called ``name`` (``'bat'``,
+    ``'efficientat'``, ``'librosa'`` or a plugin's) on ``y``; keyword
+    arguments go to that recipe."""
+    return get_recipe(name).run(y, **kwargs)

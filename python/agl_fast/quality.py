@@ -39,10 +39,18 @@ from ._internal.args import array, real
 from ._internal.batch import Output, prepare_mono, run
 from ._internal.config import resolve_threads
 from .exceptions import ParameterError, ShapeError
+from .quality_filters import (
+    DEFAULT_THRESHOLDS,
+    check_thresholds,
+    computed_metrics,
+    failures,
+    filters,
+)
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
     "METRICS",
+    "METRIC_OPTIONS",
     "acoustic_complexity_index",
     "levels",
     "quality_filter",
@@ -52,27 +60,6 @@ __all__ = [
 ]
 
 METRICS = ("rms", "flatness", "clipping_ratio", "full_scale_ratio", "complexity", "aci")
-
-#: Default thresholds of :func:`quality_filter`.
-#:
-#: * ``rms_floor`` 1e-3 (-60 dBFS): quieter clips are near-silent.
-#: * ``flatness_ceiling`` 0.5: flatter spectra are noise-like (white noise
-#:   scores about 0.99 with these Welch settings, a pure tone below 1e-4,
-#:   outdoor field recordings about 0.01-0.15).
-#: * ``clipping_ceiling`` 0.001: more than 0.1% of the samples at the peak
-#:   value means a flat-topped (clipped) or constant signal.
-#: * ``full_scale_ceiling`` 0.001: the same share at or above full scale.
-#: * ``complexity_floor`` 100.0: the paper's AC summed over the 257 bands of
-#:   a 512-point STFT. Stationary noise scores about 1 per band (about 250),
-#:   outdoor field recordings 250-320 over 10 s windows, a steady pure tone
-#:   below 100 and a constant or silent clip 0.
-DEFAULT_THRESHOLDS: dict[str, float] = {
-    "rms_floor": 1e-3,
-    "flatness_ceiling": 0.5,
-    "clipping_ceiling": 1e-3,
-    "full_scale_ceiling": 1e-3,
-    "complexity_floor": 100.0,
-}
 
 
 def levels(
@@ -194,20 +181,27 @@ def _lengths(prep: Any) -> np.ndarray:
     return np.asarray(prep.native.value_lengths().to_numpy(zero_copy_only=False), np.int64)
 
 
+#: Keyword arguments of :func:`quality_filter` that go to :func:`quality_metrics`.
+METRIC_OPTIONS = (
+    "welch_nperseg",
+    "amin",
+    "full_scale_threshold",
+    "n_fft",
+    "hop_length",
+    "clip_stats",
+)
+
+
 def quality_filter(
     y: Any,
     sr: float,
     *,
-    rms_floor: float = DEFAULT_THRESHOLDS["rms_floor"],
-    flatness_ceiling: float = DEFAULT_THRESHOLDS["flatness_ceiling"],
-    clipping_ceiling: float = DEFAULT_THRESHOLDS["clipping_ceiling"],
-    full_scale_ceiling: float = DEFAULT_THRESHOLDS["full_scale_ceiling"],
-    complexity_floor: float = DEFAULT_THRESHOLDS["complexity_floor"],
     ids: Any = None,
     n_threads: int | None = None,
-    **metric_kwargs: Any,
+    **options: Any,
 ) -> Any:
-    """Apply the four AGL1K quality filters to a batch of clips.
+    """Apply the registered quality filters (the four AGL1K filters and any
+    plugin's) to a batch of clips.
 
     Parameters
     ----------
@@ -215,19 +209,19 @@ def quality_filter(
         Mono clips.
     sr : float > 0
         Sample rate in Hz.
-    rms_floor, flatness_ceiling, clipping_ceiling, full_scale_ceiling, complexity_floor : float
-        Thresholds; defaults in :data:`DEFAULT_THRESHOLDS`. A clip passes when
-        ``rms >= rms_floor``, ``flatness <= flatness_ceiling``,
-        ``clipping_ratio <= clipping_ceiling``,
-        ``full_scale_ratio <= full_scale_ceiling`` and
-        ``complexity >= complexity_floor``.
     ids : sequence or None
         Clip identifiers, stored in an ``id`` column.
     n_threads : int or None
         Worker threads.
-    **metric_kwargs
-        ``welch_nperseg``, ``amin``, ``full_scale_threshold``, ``n_fft``,
-        ``hop_length``, ``clip_stats`` of :func:`quality_metrics`.
+    **options
+        Thresholds by filter name (:data:`DEFAULT_THRESHOLDS`: ``rms_floor``,
+        ``flatness_ceiling``, ``clipping_ceiling``, ``full_scale_ceiling``,
+        ``complexity_floor`` and those of plugins; see
+        :mod:`agl_fast.quality_filters`), and the :data:`METRIC_OPTIONS` of
+        :func:`quality_metrics`. A clip passes when ``rms >= rms_floor``,
+        ``flatness <= flatness_ceiling``, ``clipping_ratio <=
+        clipping_ceiling``, ``full_scale_ratio <= full_scale_ceiling`` and
+        ``complexity >= complexity_floor``.
 
     Returns
     -------
@@ -236,43 +230,56 @@ def quality_filter(
         ``passed`` (bool) and ``reasons`` (list<string>): any of ``empty``,
         ``too_short`` (fewer than ``n_fft`` samples: no complexity),
         ``low_rms``, ``noise_like``, ``clipped``, ``full_scale``,
-        ``low_complexity``. Silent, constant, empty and one-sample clips
-        give a failing row with its reasons, never an error.
+        ``low_complexity`` (and plugin filters' reasons). Silent, constant,
+        empty and one-sample clips give a failing row with its reasons,
+        never an error.
     """
     import pyarrow as pa
 
-    allowed = {"welch_nperseg", "amin", "full_scale_threshold", "n_fft", "hop_length", "clip_stats"}
-    unknown = set(metric_kwargs) - allowed
+    names = set(DEFAULT_THRESHOLDS)
+    unknown = set(options) - names - set(METRIC_OPTIONS)
     if unknown:
-        raise ParameterError(f"unknown argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        allowed = sorted(names | set(METRIC_OPTIONS))
+        raise ParameterError(f"unknown argument(s) {sorted(unknown)}; allowed: {allowed}")
+    limits = check_thresholds({k: v for k, v in options.items() if k in names})
+    metric_kwargs = {k: v for k, v in options.items() if k in METRIC_OPTIONS}
     prep = prepare_mono(y)
     if prep.n_items == 0:
         raise ShapeError("the batch is empty (0 items)")
-    m = quality_metrics(prep.native, sr, n_threads=n_threads, **metric_kwargs)
+    m = dict(quality_metrics(prep.native, sr, n_threads=n_threads, **metric_kwargs))
+    extra = computed_metrics(_clip_list(prep), float(sr)) if _needs_clips() else {}
+    m.update(extra)
     n = _lengths(prep)
-    n_fft = int(metric_kwargs.get("n_fft", 512))
-    limits = {
-        name: real(name, value)
-        for name, value in (
-            ("rms_floor", rms_floor),
-            ("flatness_ceiling", flatness_ceiling),
-            ("clipping_ceiling", clipping_ceiling),
-            ("full_scale_ceiling", full_scale_ceiling),
-            ("complexity_floor", complexity_floor),
-        )
-    }
-    rms_floor, flatness_ceiling = limits["rms_floor"], limits["flatness_ceiling"]
-    clipping_ceiling, full_scale_ceiling = limits["clipping_ceiling"], limits["full_scale_ceiling"]
-    complexity_floor = limits["complexity_floor"]
-    checks = [
-        ("low_rms", m["rms"] < rms_floor),
-        ("noise_like", m["flatness"] > flatness_ceiling),
-        ("clipped", m["clipping_ratio"] > clipping_ceiling),
-        ("full_scale", m["full_scale_ratio"] > full_scale_ceiling),
-        ("low_complexity", m["complexity"] < complexity_floor),
+    reasons = _reasons(n, int(metric_kwargs.get("n_fft", 512)), failures(m, limits))
+    cols: dict[str, Any] = {}
+    if ids is not None:
+        cols["id"] = pa.array(_ids(ids, prep.n_items))
+    cols["n_samples"] = pa.array(n)
+    for name in (*METRICS, *extra):
+        cols[name] = pa.array(m[name])
+    cols["passed"] = pa.array([not r for r in reasons], pa.bool_())
+    cols["reasons"] = pa.array(reasons, pa.list_(pa.string()))
+    return pa.table(cols)
+
+
+def _clip_list(prep: Any) -> list[np.ndarray]:
+    """The batch as a list of 1-D float32 clips (for plugin metrics)."""
+    if prep.kind in ("array", "list"):
+        return list(prep.native)
+    return [
+        np.asarray(prep.native[i].values.to_numpy(zero_copy_only=False), dtype=np.float32)
+        for i in range(prep.n_items)
     ]
+
+
+def _needs_clips() -> bool:
+    return any(f.compute is not None for f in filters())
+
+
+def _reasons(n: np.ndarray, n_fft: int, checks: list[tuple[str, np.ndarray]]) -> list[list[str]]:
+    """Each clip's failure reasons: its length first, then the filters'."""
     reasons: list[list[str]] = []
-    for i in range(prep.n_items):
+    for i in range(len(n)):
         r = []
         if n[i] == 0:
             r.append("empty")
@@ -280,22 +287,18 @@ def quality_filter(
             r.append("too_short")
         r.extend(name for name, bad in checks if bad[i])
         reasons.append(r)
-    cols: dict[str, Any] = {}
-    if ids is not None:
-        if isinstance(ids, str | bytes) or not hasattr(ids, "__iter__"):
-            raise ParameterError(
-                f"ids must be a sequence with one id per clip, got ids={type(ids).__name__}"
-            )
-        ids = list(ids)
-        if len(ids) != prep.n_items:
-            raise ShapeError(f"ids has {len(ids)} entries for {prep.n_items} clips")
-        cols["id"] = pa.array(ids)
-    cols["n_samples"] = pa.array(n)
-    for name in METRICS:
-        cols[name] = pa.array(m[name])
-    cols["passed"] = pa.array([not r for r in reasons], pa.bool_())
-    cols["reasons"] = pa.array(reasons, pa.list_(pa.string()))
-    return pa.table(cols)
+    return reasons
+
+
+def _ids(ids: Any, n_items: int) -> list[Any]:
+    if isinstance(ids, str | bytes) or not hasattr(ids, "__iter__"):
+        raise ParameterError(
+            f"ids must be a sequence with one id per clip, got ids={type(ids).__name__}"
+        )
+    ids = list(ids)
+    if len(ids) != n_items:
+        raise ShapeError(f"ids has {len(ids)} entries for {n_items} clips")
+    return ids
 
 
 def rms(

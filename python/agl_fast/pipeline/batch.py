@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -33,11 +33,12 @@ from .._internal.onnx import DEVICES, Device
 from ..audio import load_arrays
 from ..exceptions import ParameterError, ShapeError
 from ..manifest import COORDINATE_PROBLEM
-from ..presets import CHANNEL_POLICIES
-from ..quality import DEFAULT_THRESHOLDS
+from ..presets import CHANNEL_POLICIES, get_recipe
+from ..quality_filters import check_thresholds, defaults
+from ..tagging.registry import get_tagger
 from ..tagging.windows import DEFAULT_FRACTION_SCHEME, FRACTION_SCHEMES
 from .precheck import FILE_NOT_FOUND
-from .stages import Clips, FeatureStage, Stage, levels_stage, quality_stage
+from .stages import Clips, FeatureStage, Stage, levels_stage, pass_column, quality_stage
 from .stages import registered_stages as _registered
 
 __all__ = [
@@ -144,7 +145,7 @@ class BatchConfig:
         The EfficientAT tagger's ONNX file, device and CPU fallback.
     quality_thresholds : dict of str to float
         Thresholds of the quality filter, by name of
-        :data:`agl_fast.quality.DEFAULT_THRESHOLDS` (agl-fast's choices; the
+        :data:`agl_fast.quality_filters.DEFAULT_THRESHOLDS` (agl-fast's choices; the
         paper gives none); names left out keep their default.
     fraction_scheme : {"segments10", "time"}
         How the taggers turn window decisions into time fractions
@@ -165,40 +166,30 @@ class BatchConfig:
     tag_model: str | None = None
     tag_device: str = "auto"
     allow_cpu: bool = False
-    quality_thresholds: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
+    quality_thresholds: dict[str, float] = field(default_factory=defaults)
     fraction_scheme: str = DEFAULT_FRACTION_SCHEME
 
     def thresholds(self) -> dict[str, float]:
         """Every quality threshold: the defaults updated by :attr:`quality_thresholds`."""
-        return {**DEFAULT_THRESHOLDS, **self.quality_thresholds}
+        return check_thresholds(self.quality_thresholds)
 
     def validate(self) -> None:
         """Raise :class:`ParameterError` for options no batch could run with."""
-        for name, value in self.quality_thresholds.items():
-            if name not in DEFAULT_THRESHOLDS:
-                raise ParameterError(
-                    f"unknown quality threshold {name!r}; allowed: {sorted(DEFAULT_THRESHOLDS)}"
-                )
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-                raise ParameterError(f"quality threshold {name} must be a number, got {value!r}")
+        check_thresholds(self.quality_thresholds)
         if self.fraction_scheme not in FRACTION_SCHEMES:
             raise ParameterError(
                 f"fraction_scheme must be one of {FRACTION_SCHEMES}, "
                 f"got fraction_scheme={self.fraction_scheme!r}"
             )
-        if self.features not in ("none", "bat", "efficientat"):
-            raise ParameterError(
-                f"features must be 'bat', 'efficientat' or 'none', got features={self.features!r}"
-            )
+        if self.features != "none":
+            get_recipe(self.features)
         if self.tag_device not in DEVICES:
             raise ParameterError(
                 f"tag_device must be one of {DEVICES}, got tag_device={self.tag_device!r}"
             )
         for name in self.tag:
-            if name not in ("speech", "efficientat"):
-                raise ParameterError(f"tag must be 'speech' or 'efficientat', got tag={name!r}")
-        if "efficientat" in self.tag and not self.tag_model:
-            raise ParameterError("tag 'efficientat' needs tag_model (--tag-model MODEL.onnx)")
+            if get_tagger(name).needs_model and not self.tag_model:
+                raise ParameterError(f"tag {name!r} needs tag_model (--tag-model MODEL.onnx)")
         if not isinstance(self.sr, int) or self.sr < 1:
             raise ParameterError(f"sr must be a positive integer, got sr={self.sr!r}")
         if self.res_type not in ("fast", "hq", "vhq"):
@@ -248,26 +239,24 @@ def build_stages(cfg: BatchConfig) -> list[Stage]:
         stages.append(st)
     if cfg.features != "none":
         stages.append(FeatureStage(cfg.features, cfg.threads, cfg.channels_policy))
-    scheme: Literal["segments10", "time"] = (
-        "time" if cfg.fraction_scheme == "time" else "segments10"
-    )
-    for name in dict.fromkeys(cfg.tag):
-        from ..tagging.results import PipelineTaggingStage
-
-        if name == "speech":
-            from ..tagging.speech import SpeechTagger
-
-            stages.append(PipelineTaggingStage(SpeechTagger(fraction_scheme=scheme)))
-        else:
-            from ..tagging.tagger import EfficientATTagger
-
-            tagger = EfficientATTagger(
-                str(cfg.tag_model), device=cast(Device, cfg.tag_device),
-                allow_cpu_fallback=cfg.allow_cpu,
-                fraction_scheme=scheme,
-            )  # fmt: skip
-            stages.append(PipelineTaggingStage(tagger))
+    stages += [_tagging_stage(name, cfg) for name in dict.fromkeys(cfg.tag)]
     return stages
+
+
+def _tagging_stage(name: str, cfg: BatchConfig) -> Stage:
+    """The pipeline stage of the registered tagger ``name``."""
+    from ..tagging.registry import build_tagger, get_tagger
+    from ..tagging.results import PipelineTaggingStage
+
+    spec = get_tagger(name)
+    offered = {
+        "fraction_scheme": cfg.fraction_scheme,
+        "device": cast(Device, cfg.tag_device),
+        "allow_cpu_fallback": cfg.allow_cpu,
+    }
+    options = {k: v for k, v in offered.items() if k in spec.curate_options}
+    model = str(cfg.tag_model) if spec.needs_model else None
+    return PipelineTaggingStage(build_tagger(name, model, **options))
 
 
 def stage_names(cfg: BatchConfig) -> list[str]:
@@ -361,7 +350,7 @@ class BatchProcessor:
             for name, arr in cols.items():
                 full = arr.take(slot)
                 table = table.append_column(name, full)
-                if name == "quality_pass":
+                if name == pass_column(st):
                     vals = full.to_numpy(zero_copy_only=False)
                     passed &= np.array([bool(v) if v is not None else False for v in vals])
         # a row a stage could not compute (e.g. a clip its recipe refuses)

@@ -11,6 +11,8 @@ from typing import Any
 
 from .._internal.onnx import DEVICES
 from ..exceptions import AglError, RunInterrupted
+from ..presets import get_recipe, recipe_names
+from ..tagging.registry import get_tagger, tagger_names
 from .batch import LONG_CLIPS
 from .demo import demo_directories, output_note, write_demo_corpus
 from .filter_flags import add_filter_flags, filter_options
@@ -63,14 +65,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--sr", type=int, default=_DEFAULTS.sr, help="target sample rate in Hz")
     p.add_argument("--mono", action="store_true", help="downmix to mono")
-    p.add_argument("--features", choices=["bat", "efficientat", "none"], default="none")
+    p.add_argument(
+        "--features",
+        choices=[*recipe_names(), "none"],
+        default="none",
+        help="feature recipe: "
+        + "; ".join(f"{r.name}: {r.help}" for r in map(get_recipe, recipe_names())),
+    )
     p.add_argument(
         "--tag",
         action="append",
-        choices=["speech", "efficientat"],
+        choices=tagger_names(),
         default=[],
-        help="tagging stage(s): 'speech' (Silero VAD, shipped) or 'efficientat' "
-        "(an exported mn model given by --tag-model); repeatable",
+        help="tagging stage(s), repeatable: "
+        + "; ".join(f"{t.name}: {t.help}" for t in map(get_tagger, tagger_names())),
     )
     p.add_argument("--tag-model", help="ONNX file of the EfficientAT tagger (--tag efficientat)")
     p.add_argument(

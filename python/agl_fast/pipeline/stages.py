@@ -21,10 +21,8 @@ Built in:
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,10 +35,12 @@ from ..exceptions import ParameterError, ShapeError
 __all__ = [
     "Clips",
     "FeatureStage",
+    "FnStage",
     "Stage",
     "feature_array",
     "levels_stage",
     "nested_tensor_array",
+    "pass_column",
     "quality_stage",
     "register_stage",
     "registered_stages",
@@ -79,26 +79,70 @@ class Clips:
     sr: int
     batch_id: int = 0
     levels: np.ndarray | None = None
+    _mono: dict[int, list[np.ndarray]] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def mono(self, sr: int | None = None) -> list[np.ndarray]:
+        """Each clip's channel mean (:func:`agl_fast.presets.mono_input`),
+        at ``sr`` Hz when given: computed once per rate for every stage.
+
+        Parameters
+        ----------
+        sr : int or None
+            Rate in Hz (default: the clips' own, :attr:`sr`).
+
+        Returns
+        -------
+        list of np.ndarray [shape=(n_i,), dtype=float32]
+        """
+        rate = int(self.sr if sr is None else sr)
+        if rate not in self._mono:
+            if rate == int(self.sr):
+                from ..presets import mono_input
+
+                self._mono[rate] = [mono_input(y) for y in self.audio]
+            else:
+                from ..audio import resample
+
+                self._mono[rate] = [
+                    resample(m, orig_sr=int(self.sr), target_sr=rate) if m.size else m
+                    for m in self.mono()
+                ]
+        return self._mono[rate]
 
 
 Columns = Mapping[str, Sequence[Any] | pa.Array]
 
 
 class Stage(Protocol):
-    """The stage interface (see the module notes)."""
+    """The stage interface (see the module notes).
+
+    A stage may also declare ``columns`` (the names it writes, for the
+    docs and the output schema) and ``pass_column`` (a boolean column
+    that, when false, fails the row: the quality stage's
+    ``quality_pass``); both are optional.
+    """
 
     name: str
 
     def __call__(self, clips: Clips) -> Columns: ...
 
 
+def pass_column(stage: Stage) -> str | None:
+    """The boolean column of ``stage`` that decides whether a row passes."""
+    return getattr(stage, "pass_column", None)
+
+
 @dataclass
-class _FnStage:
+class FnStage:
+    """A stage made of a function (see :class:`Stage`)."""
+
     name: str
     fn: Callable[[Clips], Columns]
+    columns: tuple[str, ...] = ()
+    pass_column: str | None = None
 
     def __call__(self, clips: Clips) -> Columns:
         return self.fn(clips)
@@ -145,41 +189,27 @@ def _levels(clips: Clips) -> Columns:
     }
 
 
-levels_stage: Stage = _FnStage("levels", _levels)
-
-
-def _downmix(y: np.ndarray) -> np.ndarray:
-    """The channel mean of ``[channels, n]`` audio (float32, contiguous)."""
-    if y.ndim == 1:
-        return y
-    if y.shape[0] == 1:
-        return y[0]
-    if y.shape[0] == 2:
-        # What ``y.mean(axis=0)`` gives for two channels, without its
-        # reduction machinery: (a + b) / 2 in float32.
-        out = np.add(y[0], y[1])
-        out *= np.float32(0.5)
-        return out
-    return np.ascontiguousarray(y.mean(axis=0), dtype=np.float32)
+levels_stage: Stage = FnStage("levels", _levels, ("peak_dbfs", "rms_dbfs", "clipped_fraction"))
 
 
 def quality_stage(
     thresholds: Mapping[str, float] | None = None, n_threads: int | None = None
-) -> Stage | None:
-    """The quality-filter stage, or ``None`` without :mod:`agl_fast.quality`.
+) -> Stage:
+    """The quality-filter stage: the metrics of :mod:`agl_fast.quality`,
+    ``quality_pass`` (its pass column) and ``reasons``.
 
-    ``thresholds`` are keyword arguments of
-    :func:`agl_fast.quality.quality_filter` (default: its defaults);
-    ``n_threads`` its native threads (default: the library default).
+    ``thresholds`` are thresholds by filter name
+    (:func:`agl_fast.quality_filters.check_thresholds`; default: the
+    registered defaults); ``n_threads`` its native threads (default: the
+    library default).
     """
-    if importlib.util.find_spec("agl_fast.quality") is None:
-        return None
-    quality = importlib.import_module("agl_fast.quality")
+    from ..quality import METRICS, quality_filter
+
     limits = dict(thresholds or {})
 
     def run(clips: Clips) -> Columns:
         # The AGL1K filters are defined on mono audio: the channel mean.
-        mono = [_downmix(y) for y in clips.audio]
+        mono = clips.mono()
         extra: dict[str, Any] = {}
         if (
             clips.levels is not None
@@ -192,35 +222,38 @@ def quality_stage(
             # above full scale), so the clips are not scanned for them again.
             extra["clip_stats"] = clips.levels[:, [1, 3, 2]]
             extra["full_scale_threshold"] = CLIP_LEVEL
-        table = quality.quality_filter(mono, sr=clips.sr, n_threads=n_threads, **limits, **extra)
-        rename = {"pass": "quality_pass", "passed": "quality_pass"}
-        return {rename.get(n, n): table.column(n) for n in table.column_names}
+        table = quality_filter(mono, sr=clips.sr, n_threads=n_threads, **limits, **extra)
+        return {
+            ("quality_pass" if n == "passed" else n): table.column(n) for n in table.column_names
+        }
 
-    return _FnStage("quality", run)
+    return FnStage("quality", run, (*METRICS, "quality_pass", "reasons"), "quality_pass")
 
 
 register_stage("quality", quality_stage)
 
 
 class FeatureStage:
-    """Compute a feature preset: columns ``features`` and ``features_shape``.
+    """Compute a registered feature recipe: columns ``features`` and
+    ``features_shape``.
 
     ``features`` holds each clip's array as nested lists, one level per
-    axis (``list<list<large_list<float32>>>`` for the 3-D presets; null
-    where the preset rejects the clip, e.g. shorter than its padding), the
+    axis (``list<list<large_list<float32>>>`` for the 3-D recipes; null
+    where the recipe rejects the clip, e.g. shorter than its padding), the
     per-row variable-shape layout that Arrow readers (Ray Data, Hugging Face
     ``datasets``, polars) load without a custom type; ``features_shape``
-    (``list<int64>``) repeats the shape. ``bat`` needs two channels (a mono
-    clip is duplicated, more are cut to the first two); ``efficientat``
+    (``list<int64>``) repeats the shape. The recipe's input follows its
+    declared channels (:meth:`agl_fast.presets.Recipe.prepare`): a binaural
+    recipe refuses a clip that is not two-channel unless ``channels_policy``
+    converts it (column ``channels_policy`` says what was done), a mono one
     takes the channel mean. :func:`feature_array` turns a row back into an
     array.
     """
 
     def __init__(self, preset: str, n_threads: int | None = None, channels_policy: str = "refuse"):
-        from ..presets import CHANNEL_POLICIES
+        from ..presets import CHANNEL_POLICIES, get_recipe
 
-        if preset not in ("bat", "efficientat"):
-            raise ParameterError(f"features must be 'bat', 'efficientat' or 'none', got {preset!r}")
+        self.recipe = get_recipe(preset)
         if channels_policy not in CHANNEL_POLICIES:
             raise ParameterError(
                 f"channels_policy must be one of {CHANNEL_POLICIES}, got {channels_policy!r}"
@@ -230,38 +263,30 @@ class FeatureStage:
         self.n_threads = n_threads
         self.channels_policy = channels_policy
 
-    def _compute(self, audio: list[np.ndarray], sr: int) -> list[np.ndarray]:
-        from .. import presets
-
-        if self.preset == "bat":
-            items = [presets.binaural_input(y, self.channels_policy) for y in audio]
-            out = presets.bat(items, sr=sr, n_threads=self.n_threads, output="list")
-        else:
-            items = [np.ascontiguousarray(y.mean(axis=0, dtype=np.float32)) for y in audio]
-            out = presets.efficientat(items, sr=sr, n_threads=self.n_threads, output="list")
-        return list(out)
+    def _compute(self, items: list[np.ndarray], sr: int) -> list[np.ndarray]:
+        return list(self.recipe.run(items, sr=sr, n_threads=self.n_threads, output="list"))
 
     def __call__(self, clips: Clips) -> Columns:
-        from ..presets import binaural_input
-
         feats: list[np.ndarray | None]
         extra: dict[str, pa.Array] = {}
-        if self.preset == "bat":
-            # The channel rule first: a clip it refuses raises here, so the
-            # batch runs clip by clip and that row carries the reason.
-            for key, y in zip(clips.keys, clips.audio, strict=True):
-                binaural_input(y, self.channels_policy, key)
+        # The channel rule first: a clip it refuses raises here, so the
+        # batch runs clip by clip and that row carries the reason.
+        items = [
+            self.recipe.prepare(y, self.channels_policy, key)
+            for key, y in zip(clips.keys, clips.audio, strict=True)
+        ]
+        if self.recipe.channels == "binaural":
             extra["channels_policy"] = pa.array(
                 ["as-is" if y.shape[0] == 2 else self.channels_policy for y in clips.audio],
                 pa.string(),
             )
         try:
-            feats = list(self._compute(clips.audio, clips.sr))
+            feats = list(self._compute(items, clips.sr))
         except Exception:
-            # One clip the preset rejects (e.g. shorter than its padding)
+            # One clip the recipe rejects (e.g. shorter than its padding)
             # must not cost the batch: go clip by clip.
             feats = []
-            for y in clips.audio:
+            for y in items:
                 try:
                     feats.append(self._compute([y], clips.sr)[0])
                 except Exception:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .onnx_backend import BackendError, OnnxModel, make_session
 from .ontology import GROUP_KEYS, Ontology, ontology
+from .registry import TaggerSpec, build_tagger, get_tagger, register_tagger, tagger_names
 from .results import PipelineTaggingStage, result_schema, tag_table, tagging_stage
 from .speech import SpeechTagger, silero_model_path
 from .tagger import ClipTags, EfficientATTagger, Tagger
@@ -39,14 +40,19 @@ __all__ = [
     "PipelineTaggingStage",
     "SpeechTagger",
     "Tagger",
+    "TaggerSpec",
+    "build_tagger",
     "extract_windows",
+    "get_tagger",
     "make_session",
     "ontology",
     "plan_windows",
+    "register_tagger",
     "result_schema",
     "segment_fractions",
     "silero_model_path",
     "tag_table",
+    "tagger_names",
     "tagging_stage",
     "time_fractions",
 ]

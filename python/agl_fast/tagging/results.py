@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from ..exceptions import ParameterError
 from .ontology import GROUP_KEYS
-from .tagger import ClipTags, EfficientATTagger, Tagger
+from .tagger import ClipTags, Tagger
 
 __all__ = ["PipelineTaggingStage", "result_schema", "tag_table", "tagging_stage"]
 
@@ -151,16 +151,9 @@ def tagging_stage(
         Keyword arguments of the tagger class (threshold, hop_s, device, ...).
     """
     if isinstance(tagger, str):
-        if tagger == "speech":
-            from .speech import SpeechTagger
+        from .registry import build_tagger
 
-            tagger = SpeechTagger(**tagger_options)
-        elif tagger == "efficientat":
-            if model is None:
-                raise ParameterError("tagger='efficientat' needs model=<exported .onnx file>")
-            tagger = EfficientATTagger(model, **tagger_options)
-        else:
-            raise ParameterError(f"tagger must be 'speech' or 'efficientat', got {tagger!r}")
+        tagger = build_tagger(tagger, model, **tagger_options)
     elif tagger_options:
         raise ParameterError("tagger options apply only when the tagger is given by name")
     return tag_table(tagger, clips, floor=floor, top_k=top_k)
@@ -185,15 +178,8 @@ class PipelineTaggingStage:
         self.top_k = top_k
 
     def __call__(self, clips: Any) -> dict[str, pa.Array]:
-        from ..audio import resample
-
-        mono = []
-        for y in clips.audio:
-            a = np.asarray(y, dtype=np.float32)
-            m = a.mean(axis=0) if a.ndim == 2 else a
-            if int(clips.sr) != self.tagger.sr and m.size:
-                m = resample(m, orig_sr=int(clips.sr), target_sr=self.tagger.sr)
-            mono.append(m)
+        # the channel mean at the tagger's rate, shared by every stage
+        mono = clips.mono(self.tagger.sr)
         table = tag_table(self.tagger, mono, floor=self.floor, top_k=self.top_k)
         prefix = self.tagger.name
         return {

@@ -1,0 +1,84 @@
+"""Plugin modules: where recipes, quality filters, taggers and stages added
+outside the package are imported from.
+
+A plugin is a plain module that registers what it adds when imported (with
+:func:`agl_fast.presets.register_recipe`,
+:func:`agl_fast.quality_filters.register_filter`,
+:func:`agl_fast.tagging.register_tagger` or
+:func:`agl_fast.pipeline.register_stage`). They are found in three places,
+in this order:
+
+* the ``agl_fast.plugins`` entry-point group of installed distributions;
+* ``AGL_FAST_PLUGINS``, a comma-separated list of module names;
+* ``agl-fast --plugin MODULE`` (repeatable), which adds to that variable so
+  that the curation workers, forked or spawned, load the same modules.
+
+Every registry calls :func:`load_plugins` before it answers, so a worker
+process sees what its parent saw. A plugin that fails to import is a
+:class:`~agl_fast.exceptions.ParameterError` naming it, never a silent
+omission.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from importlib.metadata import entry_points
+
+from .exceptions import ParameterError
+
+__all__ = ["ENTRY_POINT_GROUP", "ENV_VAR", "add_plugin", "load_plugins"]
+
+_LOG = logging.getLogger(__name__)
+
+#: Entry-point group whose modules are imported as plugins.
+ENTRY_POINT_GROUP = "agl_fast.plugins"
+#: Environment variable with comma-separated plugin module names.
+ENV_VAR = "AGL_FAST_PLUGINS"
+
+_loaded: set[str] = set()
+
+
+def _import(name: str) -> None:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        raise ParameterError(f"plugin {name!r} could not be imported: {exc}") from exc
+    _LOG.debug("loaded plugin %s", name)
+
+
+def load_plugins() -> list[str]:
+    """Import every plugin not imported yet.
+
+    Returns
+    -------
+    list of str
+        The module names imported by this call (empty when nothing new).
+    """
+    new = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        key = f"ep:{ep.name}={ep.value}"
+        if key not in _loaded:
+            _loaded.add(key)
+            try:
+                ep.load()
+            except Exception as exc:
+                raise ParameterError(f"plugin entry point {ep.name!r} failed: {exc}") from exc
+            new.append(ep.value)
+    for name in os.environ.get(ENV_VAR, "").split(","):
+        name = name.strip()
+        if name and name not in _loaded:
+            _import(name)
+            _loaded.add(name)
+            new.append(name)
+    return new
+
+
+def add_plugin(name: str) -> None:
+    """Import plugin module ``name`` now and record it in
+    :data:`ENV_VAR`, so that processes started from here import it too."""
+    present = [n for n in os.environ.get(ENV_VAR, "").split(",") if n.strip()]
+    if name not in present:
+        os.environ[ENV_VAR] = ",".join([*present, name])
+    load_plugins()
