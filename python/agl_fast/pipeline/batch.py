@@ -10,7 +10,7 @@ stage rejects, is a row with its error (``error_type`` / ``error_message`` /
 ``stage_error``), never an exception that costs the other rows.
 
 ``agl-fast curate`` runs it in worker processes (see
-:mod:`agl_fast.pipeline.supervisor`); a distributed engine can map it over
+:mod:`agl_fast.pipeline.engines.local`); a distributed engine can map it over
 Arrow blocks as it is (:class:`BatchProcessor` is the callable-class form,
 whose stages, e.g. an ONNX tagger, are built once).
 
@@ -22,22 +22,22 @@ whose stages, e.g. an ONNX tagger, are built once).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 
-from .._internal.onnx import DEVICES, Device
+from .._internal.onnx import Device
 from ..audio import load_arrays
 from ..exceptions import ParameterError, ShapeError
-from ..manifest import COORDINATE_PROBLEM
-from ..presets import CHANNEL_POLICIES, get_recipe
-from ..quality_filters import check_thresholds, defaults
 from ..tagging.registry import get_tagger
-from ..tagging.windows import DEFAULT_FRACTION_SCHEME, FRACTION_SCHEMES
+from .config import (
+    DEFAULT_MIN_DURATION,
+    BatchConfig,
+)
 from .precheck import FILE_NOT_FOUND
+from .rules import duration_rules, fail_bad_coordinates, fail_cut_sources
 from .stages import Clips, FeatureStage, Stage, levels_stage, pass_column, quality_stage
 from .stages import registered_stages as _registered
 
@@ -79,153 +79,9 @@ BASE_COLUMNS = (
 #: The decoder's level columns, handed to the ``levels`` stage.
 _LEVELS = ("peak", "rms", "clipped_fraction", "peak_fraction")
 
-#: Seconds a clip needs at least to pass (the ``min_duration`` rule).
-DEFAULT_MIN_DURATION = 1.0
-#: What a file longer than ``max_duration`` becomes (:class:`BatchConfig`).
-LONG_CLIPS = ("cut", "fail")
-#: Rejection reasons of the duration rules (in the ``reasons`` column).
-TOO_SHORT, TOO_LONG = "too_short", "too_long"
-
-#: ``error_type`` of a row whose file decodes to less than its header
-#: declares.
-TRUNCATED_SOURCE = "TruncatedSource"
-#: A file is cut when its decoded length falls short of the declared one by
-#: more than this share of it ...
-CUT_SOURCE_TOLERANCE = 0.01
-#: ... and by more than this many seconds (encoder padding and rounding of
-#: frame counts stay well below both).
-CUT_SOURCE_SECONDS = 0.1
-
-#: ``error_type`` of a row whose manifest coordinates are invalid.
-INVALID_COORDINATES = "InvalidCoordinates"
-
 #: ``error_type`` of a row whose file ran out of memory (a ``MemoryError``
 #: in the worker, or a worker killed under ``memory_limit``).
 RESOURCE_LIMIT = "ResourceLimit"
-
-
-@dataclass
-class BatchConfig:
-    """What the batch function computes per file (recorded in the summary).
-
-    Attributes
-    ----------
-    sr : int
-        Output sample rate in Hz.
-    mono : bool
-        Downmix to one channel at the source rate.
-    features : {"none", "bat", "efficientat"}
-        Feature preset written to the ``features`` column.
-    max_duration : float or None
-        Seconds decoded per file at most: a longer file is decoded up to
-        this, flagged ``truncated`` and, with ``long_clips="fail"``, fails
-        with the reason ``too_long``.
-    min_duration : float
-        A clip shorter than this many seconds fails with the reason
-        ``too_short`` (default :data:`DEFAULT_MIN_DURATION`: the AGL1K
-        benchmark's clips last 10-180 s, and the filters need at least a
-        second to say anything); 0 turns the rule off.
-    allow_cut_sources : bool
-        Keep files that decode to less than their header declares (a
-        ``decoded_fraction`` below 1) instead of failing them as
-        :data:`TRUNCATED_SOURCE`.
-    channels_policy : {"refuse", "mono-to-binaural"}
-        What the ``bat`` features do with a clip that is not two-channel
-        (:data:`agl_fast.presets.CHANNEL_POLICIES`).
-    long_clips : {"cut", "fail"}
-        What a file longer than ``max_duration`` becomes: its first
-        ``max_duration`` seconds (``"cut"``, default) or a failed row.
-    res_type : {"fast", "hq", "vhq"}
-        Resampling filter.
-    threads : int or None
-        Native threads of one batch call (default: the library default).
-    tag : tuple of str
-        Tagging stages: ``"speech"`` and/or ``"efficientat"``.
-    tag_model, tag_device, allow_cpu
-        The EfficientAT tagger's ONNX file, device and CPU fallback.
-    quality_thresholds : dict of str to float
-        Thresholds of the quality filter, by name of
-        :data:`agl_fast.quality_filters.DEFAULT_THRESHOLDS` (agl-fast's choices; the
-        paper gives none); names left out keep their default.
-    fraction_scheme : {"segments10", "time"}
-        How the taggers turn window decisions into time fractions
-        (:data:`agl_fast.tagging.FRACTION_SCHEMES`).
-    """
-
-    sr: int = 32000
-    mono: bool = False
-    features: str = "none"
-    max_duration: float | None = 600.0
-    min_duration: float = DEFAULT_MIN_DURATION
-    long_clips: str = "cut"
-    channels_policy: str = "refuse"
-    allow_cut_sources: bool = False
-    res_type: str = "hq"
-    threads: int | None = None
-    tag: tuple[str, ...] = field(default_factory=tuple)
-    tag_model: str | None = None
-    tag_device: str = "auto"
-    allow_cpu: bool = False
-    quality_thresholds: dict[str, float] = field(default_factory=defaults)
-    fraction_scheme: str = DEFAULT_FRACTION_SCHEME
-
-    def thresholds(self) -> dict[str, float]:
-        """Every quality threshold: the defaults updated by :attr:`quality_thresholds`."""
-        return check_thresholds(self.quality_thresholds)
-
-    def validate(self) -> None:
-        """Raise :class:`ParameterError` for options no batch could run with."""
-        check_thresholds(self.quality_thresholds)
-        if self.fraction_scheme not in FRACTION_SCHEMES:
-            raise ParameterError(
-                f"fraction_scheme must be one of {FRACTION_SCHEMES}, "
-                f"got fraction_scheme={self.fraction_scheme!r}"
-            )
-        if self.features != "none":
-            get_recipe(self.features)
-        if self.tag_device not in DEVICES:
-            raise ParameterError(
-                f"tag_device must be one of {DEVICES}, got tag_device={self.tag_device!r}"
-            )
-        for name in self.tag:
-            if get_tagger(name).needs_model and not self.tag_model:
-                raise ParameterError(f"tag {name!r} needs tag_model (--tag-model MODEL.onnx)")
-        if not isinstance(self.sr, int) or self.sr < 1:
-            raise ParameterError(f"sr must be a positive integer, got sr={self.sr!r}")
-        if self.res_type not in ("fast", "hq", "vhq"):
-            raise ParameterError(
-                f"res_type must be 'fast', 'hq' or 'vhq', got res_type={self.res_type!r}"
-            )
-        if self.max_duration is not None and not self.max_duration > 0:
-            raise ParameterError(
-                f"max_duration must be > 0 or None, got max_duration={self.max_duration!r}"
-            )
-        if (
-            isinstance(self.min_duration, bool)
-            or not isinstance(self.min_duration, (int, float))
-            or not 0 <= self.min_duration < float("inf")
-        ):
-            raise ParameterError(
-                f"min_duration must be a finite number >= 0, got min_duration={self.min_duration!r}"
-            )
-        if not isinstance(self.allow_cut_sources, bool | np.bool_):
-            raise ParameterError(
-                "allow_cut_sources must be a bool, got "
-                f"allow_cut_sources={self.allow_cut_sources!r}"
-            )
-        if self.channels_policy not in CHANNEL_POLICIES:
-            raise ParameterError(
-                f"channels_policy must be one of {CHANNEL_POLICIES}, "
-                f"got channels_policy={self.channels_policy!r}"
-            )
-        if self.long_clips not in LONG_CLIPS:
-            raise ParameterError(
-                f"long_clips must be one of {LONG_CLIPS}, got long_clips={self.long_clips!r}"
-            )
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise ParameterError(
-                f"threads must be a positive integer, got threads={self.threads!r}"
-            )
 
 
 def build_stages(cfg: BatchConfig) -> list[Stage]:
@@ -245,7 +101,7 @@ def build_stages(cfg: BatchConfig) -> list[Stage]:
 
 def _tagging_stage(name: str, cfg: BatchConfig) -> Stage:
     """The pipeline stage of the registered tagger ``name``."""
-    from ..tagging.registry import build_tagger, get_tagger
+    from ..tagging.registry import build_tagger
     from ..tagging.results import PipelineTaggingStage
 
     spec = get_tagger(name)
@@ -302,7 +158,7 @@ class BatchProcessor:
             out = _error_table(keys, paths, _error_type(exc), f"{keys[0]}: {exc}")
         for name in carried.column_names:
             out = out.append_column(name, carried.column(name))
-        return _int64(_fail_bad_coordinates(_fail_cut_sources(out, self.config)))
+        return _int64(fail_bad_coordinates(fail_cut_sources(out, self.config)))
 
     def _decode_and_run(
         self, keys: list[str], paths: list[str], sources: tuple[list[Any], list[str | None]]
@@ -356,106 +212,10 @@ class BatchProcessor:
         # a row a stage could not compute (e.g. a clip its recipe refuses)
         # does not pass silently: its stage_error says why
         passed &= np.array([e is None for e in stage_errors], dtype=bool)
-        table, passed = _duration_rules(table, passed, cfg)
+        table, passed = duration_rules(table, passed, cfg)
         table = table.append_column("passed", pa.array(passed, pa.bool_()))
         table = table.append_column("stage_error", pa.array(stage_errors, pa.string()))
         return _ordered(table)
-
-
-def _duration_rules(
-    table: pa.Table, passed: np.ndarray, cfg: BatchConfig
-) -> tuple[pa.Table, np.ndarray]:
-    """Reject decoded clips shorter than ``min_duration`` (``too_short``)
-    and, with ``long_clips="fail"``, files cut at ``max_duration``
-    (``too_long``): ``passed`` turns false and the reason joins the row's
-    ``reasons`` (created when no stage wrote one)."""
-    duration = table.column("duration").to_pylist()
-    cut = table.column("truncated").to_pylist()
-    decoded = table.column("error_type").to_pylist()
-    extra: list[list[str]] = [[] for _ in duration]
-    for i, (d, t, e) in enumerate(zip(duration, cut, decoded, strict=True)):
-        if e is not None or d is None:
-            continue
-        if d < cfg.min_duration:
-            extra[i].append(TOO_SHORT)
-        if t and cfg.long_clips == "fail":
-            extra[i].append(TOO_LONG)
-    if not any(extra):
-        return table, passed
-    passed = passed & np.array([not x for x in extra], dtype=bool)
-    if "reasons" in table.column_names:
-        old = table.column("reasons").to_pylist()
-        merged = [(o or []) + x if (o or x) else o for o, x in zip(old, extra, strict=True)]
-        at = table.column_names.index("reasons")
-        table = table.set_column(at, "reasons", pa.array(merged, pa.list_(pa.string())))
-    else:
-        merged = [x if e is None else None for x, e in zip(extra, decoded, strict=True)]
-        table = table.append_column("reasons", pa.array(merged, pa.list_(pa.string())))
-    return table, passed
-
-
-def _fail_cut_sources(table: pa.Table, cfg: BatchConfig) -> pa.Table:
-    """Rows whose file decoded to less than its header declares (the
-    loader's ``decoded_fraction``, short by more than
-    :data:`CUT_SOURCE_TOLERANCE` of it and :data:`CUT_SOURCE_SECONDS`) fail
-    with ``error_type`` :data:`TRUNCATED_SOURCE`, unless
-    ``allow_cut_sources`` (then the column alone flags them)."""
-    if cfg.allow_cut_sources or "decoded_fraction" not in table.column_names:
-        return table
-    fractions = table.column("decoded_fraction").to_pylist()
-    durations = table.column("duration").to_pylist()
-    cut = []
-    for i, (f, d) in enumerate(zip(fractions, durations, strict=True)):
-        if f is None or d is None or f >= 1.0 - CUT_SOURCE_TOLERANCE:
-            continue
-        declared = d / f if f > 0 else float("inf")
-        if declared - d > CUT_SOURCE_SECONDS:
-            cut.append((i, d, declared))
-    if not cut:
-        return table
-    kinds = table.column("error_type").to_pylist()
-    messages = table.column("error_message").to_pylist()
-    passed = table.column("passed").to_pylist()
-    keys = table.column("key").to_pylist()
-    for i, d, declared in cut:
-        if kinds[i] is None:
-            kinds[i], passed[i] = TRUNCATED_SOURCE, False
-            messages[i] = (
-                f"{keys[i]}: stream ends early after {d:.2f} s of the {declared:.2f} s its "
-                "header declares (cut or damaged file)"
-            )
-    for name, vals, typ in (
-        ("error_type", kinds, pa.string()),
-        ("error_message", messages, pa.string()),
-        ("passed", passed, pa.bool_()),
-    ):
-        table = table.set_column(table.column_names.index(name), name, pa.array(vals, typ))
-    return table
-
-
-def _fail_bad_coordinates(table: pa.Table) -> pa.Table:
-    """Rows whose manifest coordinates are invalid (the manifest reader's
-    :data:`~agl_fast.manifest.COORDINATE_PROBLEM`) fail with
-    ``error_type`` :data:`INVALID_COORDINATES` and the reason, unless the
-    file already failed for another cause."""
-    if COORDINATE_PROBLEM not in table.column_names:
-        return table
-    problems = table.column(COORDINATE_PROBLEM).to_pylist()
-    if not any(problems):
-        return table
-    kinds = table.column("error_type").to_pylist()
-    messages = table.column("error_message").to_pylist()
-    passed = table.column("passed").to_pylist()
-    for i, why in enumerate(problems):
-        if why and kinds[i] is None:
-            kinds[i], messages[i], passed[i] = INVALID_COORDINATES, why, False
-    for name, vals, typ in (
-        ("error_type", kinds, pa.string()),
-        ("error_message", messages, pa.string()),
-        ("passed", passed, pa.bool_()),
-    ):
-        table = table.set_column(table.column_names.index(name), name, pa.array(vals, typ))
-    return table
 
 
 def _one(table: pa.Table, i: int) -> pa.Table:

@@ -13,7 +13,7 @@ from .._internal.onnx import DEVICES
 from ..exceptions import AglError, RunInterrupted
 from ..presets import get_recipe, recipe_names
 from ..tagging.registry import get_tagger, tagger_names
-from .batch import LONG_CLIPS
+from .config import LONG_CLIPS
 from .demo import demo_directories, output_note, write_demo_corpus
 from .filter_flags import add_filter_flags, filter_options
 from .inputs import Inputs, discover, read_manifest
@@ -42,6 +42,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--shard I/N tasks of a Slurm array) into one table.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    _add_input_options(p)
+    _add_stage_options(p)
+    _add_worker_options(p)
+    _add_clip_options(p)
+    _add_run_options(p)
+    p.set_defaults(run=run)
+    return p
+
+
+def _add_input_options(p: argparse.ArgumentParser) -> None:
+    """Options of ``curate``: inputs: a directory or glob, a manifest, the output directory."""
     p.add_argument(
         "input",
         nargs="*",
@@ -63,6 +74,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="more file extensions to take from an INPUT directory (e.g. 'caf,w64'); every "
         "file left out is counted under 'skipped' in summary.json",
     )
+
+
+def _add_stage_options(p: argparse.ArgumentParser) -> None:
+    """Options of ``curate``: what each file becomes: rate, channels, features, tagging."""
     p.add_argument("--sr", type=int, default=_DEFAULTS.sr, help="target sample rate in Hz")
     p.add_argument("--mono", action="store_true", help="downmix to mono")
     p.add_argument(
@@ -95,6 +110,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "'agl-fast report OUT')",
     )
     p.add_argument("--allow-cpu", action="store_true", help="allow the tagger to run on CPU")
+
+
+def _add_worker_options(p: argparse.ArgumentParser) -> None:
+    """Options of ``curate``: workers, batches, limits and the failure budget."""
     p.add_argument(
         "--workers",
         type=int,
@@ -146,6 +165,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="exit 3 when more than this share of the rows failed (default: exit 0 "
         "and print the count)",
     )
+
+
+def _add_clip_options(p: argparse.ArgumentParser) -> None:
+    """Options of ``curate``: rules for each clip and the quality filter thresholds."""
     p.add_argument(
         "--max-duration",
         type=float,
@@ -180,6 +203,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--res-type", choices=["fast", "hq", "vhq"], default="hq")
     add_filter_flags(p)
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """Options of ``curate``: resume, shards, engine, progress and the demo."""
     p.add_argument("--resume", action="store_true", help="continue an interrupted run")
     p.add_argument(
         "--shard",
@@ -206,8 +233,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="synthesise a small corpus (with bad files) and curate it",
     )
-    p.set_defaults(run=run)
-    return p
 
 
 class _Progress:
@@ -312,34 +337,11 @@ def run(args: argparse.Namespace) -> int:
         frac = args.max_failed_fraction
         if frac is not None and not 0 <= frac <= 1:
             raise AglError(f"--max-failed-fraction must be in [0, 1], got {frac}")
-        cfg = CurateConfig(
-            sr=args.sr,
-            mono=args.mono,
-            features=args.features,
-            workers=args.workers,
-            threads=args.threads,
-            batch_size=args.batch_size,
-            max_duration=args.max_duration,
-            min_duration=args.min_duration,
-            long_clips=args.long_clips,
-            allow_cut_sources=args.allow_cut_sources,
-            channels_policy="mono-to-binaural" if args.mono_to_binaural else "refuse",
-            res_type=args.res_type,
-            file_timeout=args.file_timeout or None,
-            memory_limit=args.memory_limit,
-            part_rows=args.part_rows,
-            resume=args.resume,
-            retry_failed=args.retry_failed,
-            tag=tuple(dict.fromkeys(args.tag)),
-            tag_model=args.tag_model,
-            tag_device=args.tag_device,
-            allow_cpu=args.allow_cpu,
-            **filter_options(args),
-        )
+        cfg = _config(args)
         if args.engine == "ray":
             if cfg.workers == 0:
                 raise AglError("--workers 0 (in this process) has no meaning with --engine ray")
-            from agl_fast.ray import curate_ray
+            from .engines.ray_run import curate_ray
 
             summary = curate_ray(inputs, out, cfg, address=args.ray_address)
         else:
@@ -366,6 +368,40 @@ def run(args: argparse.Namespace) -> int:
             if not args.quiet:
                 _show_demo(Path(out))
             print(output_note(out, demo_dir))
+    return _exit_status(args, out, summary)
+
+
+def _config(args: argparse.Namespace) -> CurateConfig:
+    """The run configuration the parsed flags ask for."""
+
+    return CurateConfig(
+        sr=args.sr,
+        mono=args.mono,
+        features=args.features,
+        workers=args.workers,
+        threads=args.threads,
+        batch_size=args.batch_size,
+        max_duration=args.max_duration,
+        min_duration=args.min_duration,
+        long_clips=args.long_clips,
+        allow_cut_sources=args.allow_cut_sources,
+        channels_policy="mono-to-binaural" if args.mono_to_binaural else "refuse",
+        res_type=args.res_type,
+        file_timeout=args.file_timeout or None,
+        memory_limit=args.memory_limit,
+        part_rows=args.part_rows,
+        resume=args.resume,
+        retry_failed=args.retry_failed,
+        tag=tuple(dict.fromkeys(args.tag)),
+        tag_model=args.tag_model,
+        tag_device=args.tag_device,
+        allow_cpu=args.allow_cpu,
+        **filter_options(args),
+    )
+
+
+def _exit_status(args: argparse.Namespace, out: str, summary: dict[str, Any]) -> int:
+    """Print the counts; 3 when more than ``--max-failed-fraction`` failed, else 0."""
     if not args.quiet:
         print(json.dumps({"out": out, **summary["counts"], **summary["this_run"]}, indent=2))
     counts = summary["counts"]

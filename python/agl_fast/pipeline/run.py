@@ -54,11 +54,11 @@ import pyarrow.compute as pc
 from .. import __version__
 from ..exceptions import ParameterError, RunInterrupted
 from .batch import BASE_COLUMNS, BatchConfig, BatchProcessor, error_rows, stage_names
+from .engines.local import Supervisor, SupervisorStats
 from .inputs import Inputs, extra_columns_at
 from .journal import PARTS_DIR, PartSink, progress_files, read_parts, recover
 from .precheck import check_paths
 from .stages import Stage, atomic_write_parquet
-from .supervisor import Supervisor, SupervisorStats
 
 __all__ = [
     "PRECHECK_CHUNK",
@@ -126,6 +126,36 @@ class CurateConfig(BatchConfig):
     def batch_config(self) -> BatchConfig:
         """The per-file part of the configuration."""
         return BatchConfig(**{f.name: getattr(self, f.name) for f in fields(BatchConfig)})
+
+    def validate_run(self, min_workers: int = 0) -> BatchConfig:
+        """Check the run options (both engines) and the per-file ones;
+        return the per-file part.
+
+        Parameters
+        ----------
+        min_workers : int
+            The fewest workers the engine can run with (0: in this process).
+
+        Raises
+        ------
+        ParameterError
+            An option no run could start with.
+        """
+        if self.batch_size < 1:
+            raise ParameterError(f"batch_size must be >= 1, got batch_size={self.batch_size}")
+        if self.part_rows < 1 or self.part_bytes < 1:
+            raise ParameterError(
+                f"part_rows and part_bytes must be >= 1, got part_rows={self.part_rows}, "
+                f"part_bytes={self.part_bytes}"
+            )
+        if self.workers is not None and self.workers < min_workers:
+            where = " on Ray" if min_workers else ""
+            raise ParameterError(
+                f"workers must be >= {min_workers}{where}, got workers={self.workers}"
+            )
+        cfg = self.batch_config()
+        cfg.validate()
+        return cfg
 
 
 def default_workers() -> int:
@@ -325,31 +355,15 @@ def curate(
     if not inputs.keys:
         spec = inputs.source.get("spec", "")
         raise ParameterError(f"no audio files to curate in {spec!r}" if spec else "no inputs")
-    if cfg.batch_size < 1:
-        raise ParameterError(f"batch_size must be >= 1, got batch_size={cfg.batch_size}")
-    if cfg.part_rows < 1 or cfg.part_bytes < 1:
-        raise ParameterError(
-            f"part_rows and part_bytes must be >= 1, got part_rows={cfg.part_rows}, "
-            f"part_bytes={cfg.part_bytes}"
-        )
-    if cfg.workers is not None and cfg.workers < 0:
-        raise ParameterError(f"workers must be >= 0, got workers={cfg.workers}")
-    batch_cfg = cfg.batch_config()
-    batch_cfg.validate()
+    batch_cfg = cfg.validate_run()
     out = Path(out)
     state = prepare_out(out, inputs, cfg.resume)
     skip = state.done - state.failed if cfg.retry_failed else state.done
     todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
     todo, unreadable = metadata_pass(inputs, todo)
     workers = default_workers() if cfg.workers is None else cfg.workers
-    # Smaller batches when there are few files, so that every worker gets
-    # several (a run's tail is then one file, not one batch, long).
-    size = min(cfg.batch_size, max(1, -(-len(todo) // (max(workers, 1) * _TASKS_PER_WORKER))))
     sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
-    batches = _logged(
-        sink, (input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size))
-    )
-    n_batches = -(-len(todo) // size)
+    batches, n_batches = _batches(inputs, todo, cfg.batch_size, workers, sink)
     stats = SupervisorStats()
     t0 = time.perf_counter()
     audio_s = 0.0
@@ -357,11 +371,10 @@ def curate(
     finished = False
     try:
         with stop_on_signals():
-            for at in range(0, unreadable.num_rows, PRECHECK_CHUNK):
-                chunk = unreadable.slice(at, PRECHECK_CHUNK)
-                sink.add(chunk)
-                if progress is not None:
-                    progress(chunk.num_rows, audio_s)
+            chunks = range(0, unreadable.num_rows, PRECHECK_CHUNK)
+            audio_s = _consume(
+                sink, (unreadable.slice(a, PRECHECK_CHUNK) for a in chunks), progress
+            )
             if workers == 0 or not todo:
                 rows = _in_process(batch_cfg, stages, batches) if todo else iter(())
             else:
@@ -374,11 +387,7 @@ def curate(
                 )
                 stats = sup.stats
                 rows = sup.run(batches, heartbeat=sink.tick, heartbeat_s=_HEARTBEAT_S)
-            for table in rows:
-                sink.add(table)
-                audio_s += float(np.nansum(table.column("duration").to_numpy(zero_copy_only=False)))
-                if progress is not None:
-                    progress(table.num_rows, audio_s)
+            audio_s = _consume(sink, rows, progress, audio_s)
             sink.finish()
             finished = True
     except KeyboardInterrupt as exc:
@@ -389,16 +398,53 @@ def curate(
         if sup is not None:
             sup.close()
     wall = time.perf_counter() - t0
-    final = read_parts(out)
-    if final is None:
-        final = pa.table({c: pa.array([], pa.string()) for c in ("key", "error_type")})
-    final = final_table(final, inputs, out)
-    atomic_write_parquet(final, out / "curated.parquet")
+    final = write_final(out, inputs)
     names = [*stage_names(batch_cfg), *(s.name for s in stages)]
     summary = _summary(final, cfg, inputs, names, wall, len(todo), audio_s, stats)
     summary["this_run"]["redone_in_flight"] = len(state.redo)
     _atomic_json(summary, out / "summary.json")
     return summary
+
+
+def _batches(
+    inputs: Inputs, todo: list[int], batch_size: int, workers: int, sink: PartSink
+) -> tuple[Iterator[pa.Table], int]:
+    """The input tables of the run's batches, each logged as started when
+    it is taken, and their count. Smaller batches when there are few files,
+    so that every worker gets several (a run's tail is then one file, not
+    one batch, long)."""
+    size = min(batch_size, max(1, -(-len(todo) // (max(workers, 1) * _TASKS_PER_WORKER))))
+    tables = (input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size))
+    return _logged(sink, tables), -(-len(todo) // size)
+
+
+def _consume(
+    sink: PartSink,
+    tables: Iterable[pa.Table],
+    progress: Callable[[int, float], None] | None,
+    audio_s: float = 0.0,
+) -> float:
+    """Put each table into ``sink`` and report progress; return the audio
+    seconds done, ``audio_s`` plus those of ``tables``."""
+    for table in tables:
+        sink.add(table)
+        at = table.schema.get_field_index("duration")
+        if at >= 0 and pa.types.is_floating(table.schema.field(at).type):
+            audio_s += float(np.nansum(table.column(at).to_numpy(zero_copy_only=False)))
+        if progress is not None:
+            progress(table.num_rows, audio_s)
+    return audio_s
+
+
+def write_final(out: Path, inputs: Inputs) -> pa.Table:
+    """Join the finished parts into ``curated.parquet`` in input order (both
+    engines); return the table."""
+    rows = read_parts(out)
+    if rows is None:
+        rows = pa.table({c: pa.array([], pa.string()) for c in ("key", "error_type")})
+    final = final_table(rows, inputs, out)
+    atomic_write_parquet(final, out / "curated.parquet")
+    return final
 
 
 _SIGNAL = re.compile(r"\b(SIG[A-Z0-9]+)\b")

@@ -39,9 +39,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..exceptions import ParameterError
-from .batch import RESOURCE_LIMIT, BatchConfig, BatchProcessor, error_rows
-from .stages import Stage
+from ...exceptions import ParameterError
+from ..batch import RESOURCE_LIMIT, BatchConfig, BatchProcessor, error_rows
+from ..stages import Stage
 
 __all__ = ["DECODER_CRASH", "TIMEOUT", "Supervisor", "SupervisorStats"]
 
@@ -138,7 +138,7 @@ def _context() -> Any:
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(
-            ["agl_fast.pipeline.supervisor", "agl_fast.quality", "agl_fast.pipeline._warm"]
+            ["agl_fast.pipeline.engines.local", "agl_fast.quality", "agl_fast.pipeline._warm"]
         )
         return ctx
     return multiprocessing.get_context("spawn")

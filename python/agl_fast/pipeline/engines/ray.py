@@ -13,7 +13,7 @@ Two stages, each an actor pool whose actors build their work once:
 * CPU: :class:`~agl_fast.pipeline.BatchProcessor` over batches of
   ``batch_size`` files (decode, levels, quality, features), ``threads``
   CPUs per actor. With ``isolate=True`` (the default) each actor runs it in
-  a supervised child process (:mod:`agl_fast.pipeline.supervisor`), so a
+  a supervised child process (:mod:`agl_fast.pipeline.engines.local`), so a
   file that kills its decoder, hangs or exhausts memory is a
   ``DecoderCrash`` / ``Timeout`` / ``ResourceLimit`` row, exactly as on
   one machine, instead of a Ray task retried until the job fails.
@@ -43,16 +43,12 @@ An actor that dies is restarted by Ray and its batch run again.
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
-import platform
-import time
 import wave
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,34 +62,17 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "agl_fast.ray needs Ray Data: pip install 'agl-fast[ray]' (or 'ray[data]')"
     ) from exc
 
-from agl_fast import __version__
 from agl_fast.exceptions import ParameterError
 from agl_fast.pipeline.batch import BatchConfig, BatchProcessor, build_stages, run_stage
+from agl_fast.pipeline.engines.local import Supervisor
 from agl_fast.pipeline.inputs import AUDIO_EXTENSIONS, Inputs
-from agl_fast.pipeline.journal import LogContents, PartSink, read_log, read_parts
 from agl_fast.pipeline.run import (
-    PRECHECK_CHUNK,
     CurateConfig,
-    final_table,
     input_table,
-    interrupted,
-    metadata_pass,
-    prepare_out,
-    run_counts,
-    skipped_summary,
-    stop_on_signals,
 )
-from agl_fast.pipeline.stages import Clips, atomic_write_parquet
-from agl_fast.pipeline.supervisor import Supervisor
+from agl_fast.pipeline.stages import Clips
 
-__all__ = [
-    "RayOptions",
-    "curate_dataset",
-    "curate_ray",
-    "done_keys",
-    "files_dataset",
-    "inputs_dataset",
-]
+__all__ = ["RayOptions", "curate_dataset", "files_dataset", "inputs_dataset"]
 
 _log = logging.getLogger("agl_fast.ray")
 
@@ -436,205 +415,3 @@ def curate_dataset(
             num_cpus=opts.tag_cpus,
         )
     return ds
-
-
-def done_keys(out: str | Path) -> set[str]:
-    """Keys with a row in the run directory ``out``: its finished parts and
-    the records of its progress logs (read only; a record cut short is
-    ignored, its files run again)."""
-    out = Path(out)
-    rows = read_parts(out, ["key"])
-    done = set(rows.column("key").to_pylist()) if rows is not None else set()
-    for path in sorted((out / "progress").glob("part-*.log")):
-        got: LogContents = read_log(path)
-        for t in got.tables:
-            done.update(t.column("key").to_pylist())
-    return done
-
-
-def _cpu_actors(cfg: CurateConfig, opts: RayOptions, tagging: bool, n_batches: int) -> int:
-    if cfg.workers is not None:
-        return max(1, min(cfg.workers, n_batches))
-    threads = cfg.threads or 1
-    cpus = ray.cluster_resources().get("CPU", 1.0)
-    if tagging:
-        cpus -= opts.tag_actors * opts.tag_cpus
-    return max(1, min(int(cpus // threads), n_batches))
-
-
-def _drive(
-    batches: list[pa.Table],
-    cfg: CurateConfig,
-    opts: RayOptions,
-    sink: PartSink,
-    on_rows: Any,
-) -> None:
-    """Hand ``batches`` to CPU actors (one each at a time), chain their
-    output to the tagging actors when tagging, and put every finished
-    table into ``sink`` as it comes back."""
-    base = cfg.batch_config()
-    tagging = bool(base.tag)
-    threads = base.threads or 1
-    cpu_cfg = replace(base, tag=(), threads=threads)
-    restart = {"max_restarts": -1, "max_task_retries": -1}
-    curator: Any = ray.remote(_Curator)
-    curator = curator.options(num_cpus=threads, **restart)
-    n_cpu = _cpu_actors(cfg, opts, tagging, len(batches))
-    cpus: list[Any] = [
-        curator.remote(cpu_cfg, tagging, opts.isolate, cfg.file_timeout, cfg.memory_limit)
-        for _ in range(n_cpu)
-    ]
-    taggers: list[Any] = []
-    if tagging:
-        tagger: Any = ray.remote(_Tagger)
-        tagger = tagger.options(num_cpus=opts.tag_cpus, num_gpus=_tag_gpus(base, opts), **restart)
-        taggers = [tagger.remote(base) for _ in range(opts.tag_actors)]
-    idle = list(cpus)
-    busy: dict[Any, Any] = {}  # CPU task -> its actor
-    results: set[Any] = set()  # tasks whose output is a finished table
-    source = iter(batches)
-    exhausted = False
-    n_tagged = 0
-    try:
-        while True:
-            # At most one batch per CPU actor, and no more than two per
-            # actor waiting for tagging: what a kill can lose stays bounded.
-            while idle and not exhausted and len(results) < 2 * n_cpu:
-                batch = next(source, None)
-                if batch is None:
-                    exhausted = True
-                    break
-                sink.started(batch)
-                actor = idle.pop()
-                ref = actor.__call__.remote(batch)
-                busy[ref] = actor
-                if taggers:
-                    ref = taggers[n_tagged % len(taggers)].__call__.remote(ref)
-                    n_tagged += 1
-                results.add(ref)
-            if not busy and not results:
-                return
-            ready, _ = ray.wait(
-                [*busy, *(r for r in results if r not in busy)],
-                num_returns=1,
-                timeout=_HEARTBEAT_S,
-            )
-            sink.tick()
-            for ref in ready:
-                if ref in busy:
-                    idle.append(busy.pop(ref))
-                if ref in results:
-                    results.discard(ref)
-                    table = ray.get(ref)
-                    sink.add(table)
-                    on_rows(table)
-    finally:
-        for actor in [*cpus, *taggers]:
-            ray.kill(actor)
-
-
-def curate_ray(
-    inputs: Inputs,
-    out: str | Path,
-    cfg: CurateConfig | None = None,
-    *,
-    address: str | None = None,
-    options: RayOptions | None = None,
-) -> dict[str, Any]:
-    """``agl-fast curate --engine ray``: the batch function of
-    :func:`curate_dataset` on Ray actors over ``inputs``, rows written into
-    ``out`` by this driver as they come back (see the module notes); return
-    the summary.
-
-    Connects to the cluster at ``address`` (``"auto"``, ``"ray://host:10001"``)
-    unless Ray is initialised already; with neither, starts a local one.
-    ``cfg`` drives the run as on one machine: ``workers`` CPU actors
-    (default: the cluster's CPUs over ``threads``), ``batch_size`` files per
-    task, ``part_rows`` / ``part_bytes`` per part, ``resume`` and
-    ``retry_failed``.
-
-    Raises
-    ------
-    RunInterrupted
-        On SIGINT or SIGTERM, after the finished rows are flushed.
-    """
-    cfg = cfg or CurateConfig()
-    opts = options or RayOptions()
-    if cfg.batch_size < 1:
-        raise ParameterError(f"batch_size must be >= 1, got batch_size={cfg.batch_size}")
-    if cfg.part_rows < 1 or cfg.part_bytes < 1:
-        raise ParameterError(
-            f"part_rows and part_bytes must be >= 1, got part_rows={cfg.part_rows}, "
-            f"part_bytes={cfg.part_bytes}"
-        )
-    if cfg.workers is not None and cfg.workers < 1:
-        raise ParameterError(f"workers must be >= 1 on Ray, got workers={cfg.workers}")
-    cfg.batch_config().validate()
-    out = Path(out)
-    state = prepare_out(out, inputs, cfg.resume)
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    skip = state.done - state.failed if cfg.retry_failed else state.done
-    todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
-    todo, unreadable = metadata_pass(inputs, todo)
-    size = cfg.batch_size
-    batches = [input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size)]
-    sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
-    audio = [0.0]
-
-    def on_rows(table: pa.Table) -> None:
-        d = table.column("duration").to_numpy(zero_copy_only=False).astype(np.float64)
-        audio[0] += float(np.nansum(d))
-
-    t0 = time.perf_counter()
-    finished = False
-    try:
-        with stop_on_signals(override=True):
-            for at in range(0, unreadable.num_rows, PRECHECK_CHUNK):
-                sink.add(unreadable.slice(at, PRECHECK_CHUNK))
-            if batches:
-                _drive(batches, cfg, opts, sink, on_rows)
-            sink.finish()
-            finished = True
-    except KeyboardInterrupt as exc:
-        raise interrupted(exc, out, sink) from exc
-    finally:
-        if not finished:
-            sink.abort()
-    wall = time.perf_counter() - t0
-    audio_s = audio[0]
-    rows = read_parts(out)
-    if rows is None:
-        rows = pa.table({c: pa.array([], pa.string()) for c in ("key", "error_type")})
-    final = final_table(rows, inputs, out)
-    atomic_write_parquet(final, out / "curated.parquet")
-    summary = {
-        "engine": "ray",
-        "input": dict(inputs.source),
-        "skipped": skipped_summary(inputs),
-        "counts": run_counts(final, len(inputs.keys)),
-        "this_run": {
-            "files": len(todo),
-            "audio_seconds": audio_s,
-            "wall_seconds": wall,
-            "files_per_second": len(todo) / wall if wall > 0 else None,
-            "x_real_time": audio_s / wall if wall > 0 else None,
-            "cluster_cpus": ray.cluster_resources().get("CPU"),
-            "cluster_nodes": len([n for n in ray.nodes() if n.get("Alive")]),
-            "redone_in_flight": len(state.redo),
-        },
-        "parameters": {
-            **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
-            **asdict(opts),
-        },
-        "versions": {
-            "agl_fast": __version__,
-            "python": platform.python_version(),
-            "pyarrow": pa.__version__,
-            "ray": ray.__version__,
-        },
-    }
-    tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    tmp.replace(out / "summary.json")
-    return summary

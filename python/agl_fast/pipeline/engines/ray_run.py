@@ -1,0 +1,236 @@
+"""The driver of ``curate --engine ray``: batches handed to the CPU actors
+of :mod:`.ray`, rows written as they come back through the progress log
+(see :mod:`.ray` for the whole design)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import ray
+
+from ... import __version__
+from ..inputs import Inputs
+from ..journal import LogContents, PartSink, read_log, read_parts
+from ..run import (
+    PRECHECK_CHUNK,
+    CurateConfig,
+    input_table,
+    interrupted,
+    metadata_pass,
+    prepare_out,
+    run_counts,
+    skipped_summary,
+    stop_on_signals,
+    write_final,
+)
+from .ray import _HEARTBEAT_S, RayOptions, _Curator, _tag_gpus, _Tagger
+
+__all__ = ["curate_ray", "done_keys"]
+
+
+def done_keys(out: str | Path) -> set[str]:
+    """Keys with a row in the run directory ``out``: its finished parts and
+    the records of its progress logs (read only; a record cut short is
+    ignored, its files run again)."""
+    out = Path(out)
+    rows = read_parts(out, ["key"])
+    done = set(rows.column("key").to_pylist()) if rows is not None else set()
+    for path in sorted((out / "progress").glob("part-*.log")):
+        got: LogContents = read_log(path)
+        for t in got.tables:
+            done.update(t.column("key").to_pylist())
+    return done
+
+
+def _cpu_actors(cfg: CurateConfig, opts: RayOptions, tagging: bool, n_batches: int) -> int:
+    if cfg.workers is not None:
+        return max(1, min(cfg.workers, n_batches))
+    threads = cfg.threads or 1
+    cpus = ray.cluster_resources().get("CPU", 1.0)
+    if tagging:
+        cpus -= opts.tag_actors * opts.tag_cpus
+    return max(1, min(int(cpus // threads), n_batches))
+
+
+def _drive(
+    batches: list[pa.Table],
+    cfg: CurateConfig,
+    opts: RayOptions,
+    sink: PartSink,
+    on_rows: Any,
+) -> None:
+    """Hand ``batches`` to CPU actors (one each at a time), chain their
+    output to the tagging actors when tagging, and put every finished
+    table into ``sink`` as it comes back."""
+    base = cfg.batch_config()
+    tagging = bool(base.tag)
+    threads = base.threads or 1
+    cpu_cfg = replace(base, tag=(), threads=threads)
+    restart = {"max_restarts": -1, "max_task_retries": -1}
+    curator: Any = ray.remote(_Curator)
+    curator = curator.options(num_cpus=threads, **restart)
+    n_cpu = _cpu_actors(cfg, opts, tagging, len(batches))
+    cpus: list[Any] = [
+        curator.remote(cpu_cfg, tagging, opts.isolate, cfg.file_timeout, cfg.memory_limit)
+        for _ in range(n_cpu)
+    ]
+    taggers: list[Any] = []
+    if tagging:
+        tagger: Any = ray.remote(_Tagger)
+        tagger = tagger.options(num_cpus=opts.tag_cpus, num_gpus=_tag_gpus(base, opts), **restart)
+        taggers = [tagger.remote(base) for _ in range(opts.tag_actors)]
+    idle = list(cpus)
+    busy: dict[Any, Any] = {}  # CPU task -> its actor
+    results: set[Any] = set()  # tasks whose output is a finished table
+    source = iter(batches)
+    exhausted = False
+    n_tagged = 0
+    try:
+        while True:
+            # At most one batch per CPU actor, and no more than two per
+            # actor waiting for tagging: what a kill can lose stays bounded.
+            while idle and not exhausted and len(results) < 2 * n_cpu:
+                batch = next(source, None)
+                if batch is None:
+                    exhausted = True
+                    break
+                sink.started(batch)
+                actor = idle.pop()
+                ref = actor.__call__.remote(batch)
+                busy[ref] = actor
+                if taggers:
+                    ref = taggers[n_tagged % len(taggers)].__call__.remote(ref)
+                    n_tagged += 1
+                results.add(ref)
+            if not busy and not results:
+                return
+            ready, _ = ray.wait(
+                [*busy, *(r for r in results if r not in busy)],
+                num_returns=1,
+                timeout=_HEARTBEAT_S,
+            )
+            sink.tick()
+            for ref in ready:
+                if ref in busy:
+                    idle.append(busy.pop(ref))
+                if ref in results:
+                    results.discard(ref)
+                    table = ray.get(ref)
+                    sink.add(table)
+                    on_rows(table)
+    finally:
+        for actor in [*cpus, *taggers]:
+            ray.kill(actor)
+
+
+def _summary(
+    inputs: Inputs,
+    cfg: CurateConfig,
+    opts: RayOptions,
+    final: pa.Table,
+    this_run: dict[str, Any],
+    redone: int,
+) -> dict[str, Any]:
+    """``summary.json`` of a Ray run (the local engine's keys, plus the
+    cluster's size and Ray's version)."""
+    files, audio_s, wall = this_run["files"], this_run["audio_seconds"], this_run["wall_seconds"]
+    return {
+        "engine": "ray",
+        "input": dict(inputs.source),
+        "skipped": skipped_summary(inputs),
+        "counts": run_counts(final, len(inputs.keys)),
+        "this_run": {
+            **this_run,
+            "files_per_second": files / wall if wall > 0 else None,
+            "x_real_time": audio_s / wall if wall > 0 else None,
+            "cluster_cpus": ray.cluster_resources().get("CPU"),
+            "cluster_nodes": len([n for n in ray.nodes() if n.get("Alive")]),
+            "redone_in_flight": redone,
+        },
+        "parameters": {
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
+            **asdict(opts),
+        },
+        "versions": {
+            "agl_fast": __version__,
+            "python": platform.python_version(),
+            "pyarrow": pa.__version__,
+            "ray": ray.__version__,
+        },
+    }
+
+
+def curate_ray(
+    inputs: Inputs,
+    out: str | Path,
+    cfg: CurateConfig | None = None,
+    *,
+    address: str | None = None,
+    options: RayOptions | None = None,
+) -> dict[str, Any]:
+    """``agl-fast curate --engine ray``: the batch function of
+    :func:`curate_dataset` on Ray actors over ``inputs``, rows written into
+    ``out`` by this driver as they come back (see the module notes); return
+    the summary.
+
+    Connects to the cluster at ``address`` (``"auto"``, ``"ray://host:10001"``)
+    unless Ray is initialised already; with neither, starts a local one.
+    ``cfg`` drives the run as on one machine: ``workers`` CPU actors
+    (default: the cluster's CPUs over ``threads``), ``batch_size`` files per
+    task, ``part_rows`` / ``part_bytes`` per part, ``resume`` and
+    ``retry_failed``.
+
+    Raises
+    ------
+    RunInterrupted
+        On SIGINT or SIGTERM, after the finished rows are flushed.
+    """
+    cfg = cfg or CurateConfig()
+    opts = options or RayOptions()
+    cfg.validate_run(min_workers=1)
+    out = Path(out)
+    state = prepare_out(out, inputs, cfg.resume)
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    skip = state.done - state.failed if cfg.retry_failed else state.done
+    todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
+    todo, unreadable = metadata_pass(inputs, todo)
+    size = cfg.batch_size
+    batches = [input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size)]
+    sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
+    audio = [0.0]
+
+    def on_rows(table: pa.Table) -> None:
+        d = table.column("duration").to_numpy(zero_copy_only=False).astype(np.float64)
+        audio[0] += float(np.nansum(d))
+
+    t0 = time.perf_counter()
+    finished = False
+    try:
+        with stop_on_signals(override=True):
+            for at in range(0, unreadable.num_rows, PRECHECK_CHUNK):
+                sink.add(unreadable.slice(at, PRECHECK_CHUNK))
+            if batches:
+                _drive(batches, cfg, opts, sink, on_rows)
+            sink.finish()
+            finished = True
+    except KeyboardInterrupt as exc:
+        raise interrupted(exc, out, sink) from exc
+    finally:
+        if not finished:
+            sink.abort()
+    wall = time.perf_counter() - t0
+    final = write_final(out, inputs)
+    this_run = {"files": len(todo), "audio_seconds": audio[0], "wall_seconds": wall}
+    summary = _summary(inputs, cfg, opts, final, this_run, len(state.redo))
+    tmp = out / ".summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    tmp.replace(out / "summary.json")
+    return summary
