@@ -116,37 +116,53 @@ def make_session(
             f"give either device or providers, got device={device!r} and providers={providers!r}"
         )
     ort = _ort()
+    so = _session_options(ort, n_threads)
+    available = list(ort.get_available_providers())
+    src = model if isinstance(model, bytes) else str(model)
+    if providers is not None:
+        return _with_providers(ort, src, so, list(providers), available)
+    if device == "cpu":
+        sess = ort.InferenceSession(src, sess_options=so, providers=[_CPU])
+        return sess, str(sess.get_providers()[0])
+    return _on_cuda(ort, src, so, available, device_id, device == "auto" or allow_cpu_fallback)
+
+
+def _session_options(ort: Any, n_threads: int | None) -> Any:
+    """The package's session options: sequential, all graph optimisations."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = default_intra_threads(n_threads)
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3
-    available = list(ort.get_available_providers())
-    src = model if isinstance(model, bytes) else str(model)
+    return so
 
-    if providers is not None:
-        wanted = list(providers)
-        keep = [p for p in wanted if _name(p) in available]
-        missing = [_name(p) for p in wanted if _name(p) not in available]
-        if not keep:
-            raise BackendError(
-                f"none of the providers {[_name(p) for p in wanted]} is available "
-                f"(available: {available})"
-            )
-        if missing:
-            _log.warning("providers %s are not in this onnxruntime; using %s", missing, keep)
-        sess = ort.InferenceSession(src, sess_options=so, providers=keep)
-        active = sess.get_providers()
-        if active[0] != _name(keep[0]):
-            _log.warning("%s did not start; running on %s", _name(keep[0]), active[0])
-        return sess, str(active[0])
 
-    if device == "cpu":
-        sess = ort.InferenceSession(src, sess_options=so, providers=[_CPU])
-        return sess, str(sess.get_providers()[0])
+def _with_providers(
+    ort: Any, src: str | bytes, so: Any, wanted: list[Any], available: list[str]
+) -> tuple[Any, str]:
+    """A session on the available ones of the caller's ``providers``."""
+    keep = [p for p in wanted if _name(p) in available]
+    missing = [_name(p) for p in wanted if _name(p) not in available]
+    if not keep:
+        raise BackendError(
+            f"none of the providers {[_name(p) for p in wanted]} is available "
+            f"(available: {available})"
+        )
+    if missing:
+        _log.warning("providers %s are not in this onnxruntime; using %s", missing, keep)
+    sess = ort.InferenceSession(src, sess_options=so, providers=keep)
+    active = sess.get_providers()
+    if active[0] != _name(keep[0]):
+        _log.warning("%s did not start; running on %s", _name(keep[0]), active[0])
+    return sess, str(active[0])
 
-    may_fall_back = device == "auto" or allow_cpu_fallback
+
+def _on_cuda(
+    ort: Any, src: str | bytes, so: Any, available: list[str], device_id: int, may_fall_back: bool
+) -> tuple[Any, str]:
+    """A CUDA session, or a CPU one (with a warning) when CUDA does not
+    start and ``may_fall_back``; else :class:`BackendError`."""
     if _CUDA not in available:
         reason = f"this onnxruntime has no {_CUDA} (available: {available})"
         if not may_fall_back:
