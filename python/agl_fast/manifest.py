@@ -58,6 +58,7 @@ __all__ = [
     "SPEECH_COLUMN",
     "SPEECH_THRESHOLD",
     "audio_paths",
+    "parse_number",
     "path_column",
     "read_manifest",
     "select_columns",
@@ -138,13 +139,25 @@ SPEECH_COLUMN = "human_sounds"
 SPEECH_THRESHOLD = 0.1
 
 
-def _float(v: str) -> float | None:
-    s = v.strip()
-    if not s:
+def parse_number(v: object) -> float | None:
+    """A numeric manifest cell (text or a number) as a float, or None when it
+    is empty or not a finite number. The one rule for the numeric columns a
+    manifest carries; coordinates are checked by :mod:`agl_fast.coords`.
+
+    Examples
+    --------
+    >>> parse_number(" 12.5 "), parse_number(""), parse_number("n/a")
+    (12.5, None, None)
+    """
+    if v is None or isinstance(v, bool):
         return None
+    if isinstance(v, str):
+        v = v.strip()
+        if not v:
+            return None
     try:
-        x = float(s)
-    except ValueError:
+        x = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
         return None
     return x if math.isfinite(x) else None
 
@@ -175,7 +188,7 @@ def _read_csv(path: Path) -> pa.Table:
             # raw text: _checked_coordinates parses it and names bad values
             cols[name] = pa.array([c if c.strip() else None for c in cells], pa.string())
         elif name in NUMERIC_COLUMNS:
-            cols[name] = pa.array([_float(c) for c in cells], pa.float64())
+            cols[name] = pa.array([parse_number(c) for c in cells], pa.float64())
         else:
             cols[name] = pa.array([c if c.strip() else None for c in cells], pa.string())
     if len(cols) != len(header):

@@ -180,19 +180,10 @@ def extra_columns_at(inputs: Inputs, positions: list[int]) -> dict[str, pa.Array
     for name, vals in inputs.extra.items():
         picked = [vals[i] for i in positions]
         if name in _NUMERIC:
-            out[name] = pa.array([_to_float(v) for v in picked], pa.float64())
+            out[name] = pa.array([manifest.parse_number(v) for v in picked], pa.float64())
         else:
             out[name] = pa.array(picked, pa.string())
     return out
 
 
 _NUMERIC = ("longitude", "latitude", "altitude")
-
-
-def _to_float(v: object) -> float | None:
-    if v is None or v == "":
-        return None
-    try:
-        return float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
