@@ -40,12 +40,12 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "cli",
     ),
     "features": (
-        "agl_fast._features_cli",
+        "agl_fast.commands.features",
         "compute a feature preset (bat, efficientat, librosa) for audio files",
         None,
     ),
     "report": (
-        "agl_fast.report",
+        "agl_fast.commands.report",
         "write the HTML report (figures, failure reasons, map) of a curate output",
         "evaluate",
     ),

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from .audio import load
-from .exceptions import ParameterError
-from .presets import PRESETS, get_recipe, mono_input
+from ..audio import load
+from ..exceptions import ParameterError
+from ..presets import PRESETS, get_recipe, mono_input
 
 _LOG = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def _write(out: Path, names: list[str], feats: list[np.ndarray]) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from .pipeline.stages import nested_tensor_array
+        from ..pipeline.stages import nested_tensor_array
 
         table = pa.table(
             {

@@ -21,13 +21,11 @@ on it; they never select a matplotlib backend (figures made here are
 
 from __future__ import annotations
 
-import argparse
 import html
 import importlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -55,7 +53,6 @@ __all__ = [
     "OUTCOMES",
     "REQUIRES",
     "THRESHOLD_COLUMNS",
-    "add_parser",
     "check_dependencies",
     "failed_rows",
     "failure_reasons",
@@ -65,7 +62,6 @@ __all__ = [
     "plot_distribution",
     "plot_failure_reasons",
     "report_figures",
-    "run",
     "threshold_lines",
     "write_report",
 ]
@@ -170,27 +166,3 @@ def write_report(
     dest.write_text(page, encoding="utf-8")
     _log.info("wrote %s (%d figures)", dest, len(figures))
     return dest
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "report",
-        help="write the HTML report of a curate output directory",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
-    )
-    p.add_argument("out", type=Path, help="curate output directory")
-    p.add_argument("--html", type=Path, default=None, help="page to write (None: OUT/report.html)")
-    p.add_argument(
-        "--max-rows",
-        type=int,
-        default=FAILED_ROWS_SHOWN,
-        help="rows of the failed-files table written at most (the rest are counted)",
-    )
-    p.set_defaults(run=run)
-    return p
-
-
-def run(args: argparse.Namespace) -> int:
-    check_dependencies()
-    print(write_report(args.out, args.html, max_rows=args.max_rows))
-    return 0
