@@ -560,6 +560,11 @@ def _valid_calls(wav: str) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...
             {"y": y64, "n_fft": 256},
         ),
         "compat.filters.mel": (compat.filters.mel, (), {"sr": SR, "n_fft": 512}),
+        "compat.coverage": (compat.coverage, (), {}),
+        "compat.reset_counters": (compat.reset_counters, (), {}),
+        "compat.installed": (compat.installed, (), {}),
+        "compat.install": (compat.install, (), {}),
+        "compat.uninstall": (compat.uninstall, (), {}),
     }
     return calls
 

@@ -1,24 +1,26 @@
-"""Drop-in accelerated subset of librosa.
+"""librosa through agl-fast: a drop-in that never stops a script.
 
-``import agl_fast.compat.librosa as librosa`` gives the functions below with
-librosa's own signatures, defaults, dtypes, warnings and errors, computed by
-agl-fast. Anything else raises :class:`agl_fast.exceptions.NotAcceleratedError`
-naming the function, so a missing piece is never silently served by
-something different.
+``import agl_fast.compat.librosa as librosa`` gives every librosa name and
+submodule. The accelerated functions (:func:`coverage` lists them; the
+README's table is generated from the same table) run on agl-fast with
+librosa's own signatures, defaults, dtypes, warnings and errors; every other
+name is librosa's own object, taken from the installed package, so a script
+goes on where agl-fast has no kernel. Without librosa installed, those names
+raise :class:`~agl_fast.exceptions.NotAcceleratedError` naming
+``pip install librosa``.
 
-Provided: ``load``, ``resample``, ``get_duration``, ``stft``,
-``power_to_db``, ``amplitude_to_db``, ``feature.melspectrogram``,
-``feature.mfcc``, ``feature.rms``, ``feature.spectral_flatness``,
-``filters.mel``.
+:func:`install` patches the accelerated functions into the real ``librosa``
+package (``uninstall()`` undoes it), so code that imports ``librosa`` and
+librosa's own internal calls run accelerated too; ``python -m
+agl_fast.compat.librosa script.py`` runs a script that way and
+``agl_fast.compat.librosa.pytest_plugin`` does it for a test suite.
 
 Parameter errors are instances of :class:`agl_fast.exceptions.ParameterError`
 and, when librosa is importable, of ``librosa.util.exceptions.ParameterError``
 (see :mod:`._errors`). Where agl-fast has no equivalent of an option (a
 ``res_type`` other than ``soxr_hq``/``soxr_vhq``, an input that is not a file
 path, a container the decoder does not read), the call is handed to librosa
-itself when it is installed and raises
-:class:`~agl_fast.exceptions.NotAcceleratedError` naming the reason when it
-is not.
+itself, counted in :func:`coverage` with its reason and logged at DEBUG.
 """
 
 from __future__ import annotations
@@ -32,20 +34,38 @@ import numpy as np
 
 from ... import features as _f
 from ..._internal import args as _args
-from ...exceptions import AudioDecodeError, NotAcceleratedError, ParameterError
+from ...exceptions import AudioDecodeError
+from ...exceptions import ParameterError as _ParameterError
 from . import feature, filters
+from ._coverage import Coverage, coverage, reset_counters
 from ._errors import librosa_api
-from ._missing import missing
+from ._fallback import handed_over, make_submodule, module_getattr
+from ._install import install, installed, uninstall
 
 __all__ = [
+    "Coverage",
     "amplitude_to_db",
+    "beat",
+    "core",
+    "coverage",
+    "decompose",
+    "display",
+    "effects",
     "feature",
     "filters",
     "get_duration",
+    "install",
+    "installed",
     "load",
+    "onset",
     "power_to_db",
     "resample",
+    "reset_counters",
+    "segment",
+    "sequence",
     "stft",
+    "uninstall",
+    "util",
 ]
 
 # librosa resampling modes with an agl-fast filter of the same design
@@ -73,20 +93,6 @@ LIBROSA_RES_TYPES = (
 )
 
 
-def _librosa(function: str, reason: str) -> Any:
-    """librosa's own ``function`` (by its module path, so a swapped-in
-    attribute is never picked up), or NotAcceleratedError naming ``reason``."""
-    try:
-        import librosa.core.audio as audio
-        import librosa.core.spectrum as spectrum
-    except ImportError as exc:
-        raise NotAcceleratedError(
-            f"agl_fast.compat.librosa.{function}: {reason}, and librosa is not installed "
-            "to handle it"
-        ) from exc
-    return getattr(audio, function, None) or getattr(spectrum, function)
-
-
 def _count(name: str, value: Any, *, allow_none: bool = False) -> int | None:
     """A positive integer parameter as librosa checks it."""
     if value is None and allow_none:
@@ -94,9 +100,9 @@ def _count(name: str, value: Any, *, allow_none: bool = False) -> int | None:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         if isinstance(value, (float, np.floating)) and float(value).is_integer() and value > 0:
             return int(value)
-        raise ParameterError(f"{name}={value!r} must be a positive integer")
+        raise _ParameterError(f"{name}={value!r} must be a positive integer")
     if value <= 0:
-        raise ParameterError(f"{name}={value} must be a positive integer")
+        raise _ParameterError(f"{name}={value} must be a positive integer")
     return int(value)
 
 
@@ -104,15 +110,15 @@ def _audio(y: Any, what: str = "y") -> np.ndarray:
     """librosa's ``valid_audio(y, mono=False)``: a floating-point, finite
     numpy array with at least one dimension."""
     if not isinstance(y, np.ndarray):
-        raise ParameterError(f"Audio data must be of type numpy.ndarray, got {type(y).__name__}")
+        raise _ParameterError(f"Audio data must be of type numpy.ndarray, got {type(y).__name__}")
     if not np.issubdtype(y.dtype, np.floating):
-        raise ParameterError(f"Audio data must be floating-point, got {what}.dtype={y.dtype}")
+        raise _ParameterError(f"Audio data must be floating-point, got {what}.dtype={y.dtype}")
     if y.ndim == 0:
-        raise ParameterError(
+        raise _ParameterError(
             f"Audio data must be at least one-dimensional, given {what}.shape={y.shape}"
         )
     if not np.isfinite(y).all():
-        raise ParameterError("Audio buffer is not finite everywhere")
+        raise _ParameterError("Audio buffer is not finite everywhere")
     return y
 
 
@@ -149,9 +155,9 @@ def stft(
     if hop_length is None:
         hop_length = (win_length if win_length is not None else n_fft) // 4
         if hop_length < 1:
-            raise ParameterError(f"hop_length={hop_length} must be a positive integer")
+            raise _ParameterError(f"hop_length={hop_length} must be a positive integer")
     if center and pad_mode in _f.REFUSED_PAD_MODES:
-        raise ParameterError(
+        raise _ParameterError(
             f"pad_mode='{pad_mode}' is not supported by librosa.stft; use one of "
             f"{', '.join(_f.NATIVE_PAD_MODES + _f.NUMPY_PAD_MODES)}"
         )
@@ -179,14 +185,14 @@ def stft(
     if out is None:
         return S  # type: ignore[no-any-return]
     if not isinstance(out, np.ndarray):
-        raise ParameterError(f"out must be a numpy array, got {type(out).__name__}")
+        raise _ParameterError(f"out must be a numpy array, got {type(out).__name__}")
     if out.shape[:-1] != S.shape[:-1] or out.shape[-1] < S.shape[-1]:
-        raise ParameterError(
+        raise _ParameterError(
             f"Shape mismatch for provided output array out.shape={out.shape} "
             f"and target shape={S.shape}"
         )
     if not np.iscomplexobj(out):
-        raise ParameterError(f"output with dtype={out.dtype} is not of complex type")
+        raise _ParameterError(f"output with dtype={out.dtype} is not of complex type")
     target = out if out.shape == S.shape else out[..., : S.shape[-1]]
     target[...] = S
     return target
@@ -272,7 +278,7 @@ def load(
     _args.dtype("dtype", dtype)
     res_type = _args.choice("res_type", res_type, LIBROSA_RES_TYPES)
     if not _is_path(path) and not hasattr(path, "read"):
-        raise ParameterError(
+        raise _ParameterError(
             f"path must be a file path or a file-like object, got a {type(path).__name__}"
         )
     kwargs = {
@@ -284,11 +290,11 @@ def load(
         "res_type": res_type,
     }
     if not _is_path(path):
-        return _librosa("load", f"a {type(path).__name__} input is not a file path")(  # type: ignore[no-any-return]
+        return handed_over("load", f"a {type(path).__name__} input is not a file path")(  # type: ignore[no-any-return]
             path, **kwargs
         )
     if sr is not None and (not np.isfinite(sr) or sr <= 0):
-        raise ParameterError(f"sr={sr} must be a positive, finite sample rate")
+        raise _ParameterError(f"sr={sr} must be a positive, finite sample rate")
     native_rate = sr is not None and float(sr).is_integer() and res_type in RESAMPLE_PRESETS
     try:
         y, out_sr = audio.load(
@@ -302,7 +308,7 @@ def load(
     except AudioDecodeError as exc:
         if not os.path.isfile(path):  # a special file is no fallback case
             raise
-        return _librosa("load", f"the decoder cannot read {os.fspath(path)!r} ({exc})")(  # type: ignore[no-any-return]
+        return handed_over("load", f"the decoder cannot read {os.fspath(path)!r} ({exc})")(  # type: ignore[no-any-return]
             path, **kwargs
         )
     if sr is not None and not native_rate and out_sr != sr:
@@ -336,12 +342,12 @@ def resample(
     fix = _args.flag("fix", fix)
     scale = _args.flag("scale", scale)
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
-        raise ParameterError(f"axis must be an integer, got axis={axis!r}")
+        raise _ParameterError(f"axis must be an integer, got axis={axis!r}")
     if not -y.ndim <= axis < y.ndim:
-        raise ParameterError(f"axis={axis} is out of range for an array of {y.ndim} dimensions")
+        raise _ParameterError(f"axis={axis} is out of range for an array of {y.ndim} dimensions")
     for name, rate in (("orig_sr", orig_sr), ("target_sr", target_sr)):
         if not np.isfinite(rate) or rate <= 0:
-            raise ParameterError(f"{name}={rate!r} must be a positive, finite sample rate")
+            raise _ParameterError(f"{name}={rate!r} must be a positive, finite sample rate")
     if orig_sr == target_sr:
         return y
     integral = float(orig_sr).is_integer() and float(target_sr).is_integer()
@@ -351,7 +357,7 @@ def resample(
             if res_type not in RESAMPLE_PRESETS
             else "non-integer rates or fix_length keywords are not accelerated"
         )
-        return _librosa("resample", reason)(  # type: ignore[no-any-return]
+        return handed_over("resample", reason)(  # type: ignore[no-any-return]
             y,
             orig_sr=orig_sr,
             target_sr=target_sr,
@@ -403,28 +409,40 @@ def get_duration(
         except AudioDecodeError as exc:
             if not os.path.isfile(path):
                 raise
-            return _librosa(  # type: ignore[no-any-return]
+            return handed_over(  # type: ignore[no-any-return]
                 "get_duration", f"the decoder cannot read {os.fspath(path)!r} ({exc})"
             )(path=path)
         return float(data.shape[-1]) / rate
     if y is None:
         if S is None:
-            raise ParameterError("At least one of (y, sr), S, or path must be provided")
+            raise _ParameterError("At least one of (y, sr), S, or path must be provided")
         S = _args.array("S", S, complex_ok=True)
         if S.ndim < 1:
-            raise ParameterError(f"S must be a spectrogram [..., t], got shape {S.shape}")
+            raise _ParameterError(f"S must be a spectrogram [..., t], got shape {S.shape}")
         n_samples = n_fft + hop_length * (S.shape[-1] - 1)
         if center:
             n_samples -= 2 * (n_fft // 2)
     else:
         y = _args.array("y", y)
         if y.ndim < 1:
-            raise ParameterError(f"y must be an audio buffer [..., n], got shape {y.shape}")
+            raise _ParameterError(f"y must be an audio buffer [..., n], got shape {y.shape}")
         n_samples = y.shape[-1]
     if not np.isfinite(sr) or sr <= 0:
-        raise ParameterError(f"sr={sr!r} must be a positive, finite sample rate")
+        raise _ParameterError(f"sr={sr!r} must be a positive, finite sample rate")
     return float(n_samples) / sr
 
 
-def __getattr__(name: str) -> Any:
-    return missing(__name__, name)
+__getattr__ = module_getattr("", {})
+
+_CORE = ("load", "resample", "get_duration", "stft", "power_to_db", "amplitude_to_db")
+# librosa's other public submodules: librosa's own objects, plus the
+# accelerated top-level names that librosa.core also exposes
+core = make_submodule(__name__, "core", {n: globals()[n] for n in _CORE})
+beat = make_submodule(__name__, "beat", {})
+decompose = make_submodule(__name__, "decompose", {})
+display = make_submodule(__name__, "display", {})
+effects = make_submodule(__name__, "effects", {})
+onset = make_submodule(__name__, "onset", {})
+segment = make_submodule(__name__, "segment", {})
+sequence = make_submodule(__name__, "sequence", {})
+util = make_submodule(__name__, "util", {})

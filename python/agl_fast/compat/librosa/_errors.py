@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ...exceptions import ParameterError
+from ._coverage import record_call
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,10 +53,15 @@ def as_librosa(exc: ParameterError) -> ParameterError:
 
 
 def librosa_api(fn: F) -> F:
-    """Decorator: a :class:`ParameterError` leaving ``fn`` is also librosa's."""
+    """Decorator: a :class:`ParameterError` leaving ``fn`` is also librosa's;
+    each call is counted (:func:`agl_fast.compat.librosa.coverage`)."""
+
+    where = fn.__module__.removeprefix(str(__package__)).lstrip(".")
+    name = f"{where}.{fn.__name__}" if where else fn.__name__
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        record_call(name)
         try:
             return fn(*args, **kwargs)
         except ParameterError as exc:

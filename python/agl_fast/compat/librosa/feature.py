@@ -16,7 +16,7 @@ from ... import features as _f
 from ..._internal import args as _args
 from ...exceptions import ParameterError
 from ._errors import librosa_api
-from ._missing import missing
+from ._fallback import module_getattr
 
 __all__ = ["melspectrogram", "mfcc", "rms", "spectral_flatness"]
 
@@ -267,5 +267,4 @@ def spectral_flatness(
     return gmean / amean  # type: ignore[no-any-return]
 
 
-def __getattr__(name: str) -> Any:
-    return missing(__name__, name)
+__getattr__ = module_getattr("feature", {})

@@ -11,7 +11,7 @@ from ... import features as _f
 from ..._internal import args as _args
 from ...exceptions import ParameterError
 from ._errors import librosa_api
-from ._missing import missing
+from ._fallback import module_getattr
 
 __all__ = ["mel"]
 
@@ -52,5 +52,4 @@ def mel(
     return weights
 
 
-def __getattr__(name: str) -> Any:
-    return missing(__name__, name)
+__getattr__ = module_getattr("filters", {})

@@ -1,0 +1,136 @@
+"""librosa's own objects, for the names the compatibility layer does not
+accelerate and for the calls it hands over.
+
+Every lookup goes through :func:`librosa_object`, which returns librosa's
+original object even while :func:`agl_fast.compat.librosa.install` has
+patched the package (so a hand-over never calls back into agl-fast), and
+raises :class:`~agl_fast.exceptions.NotAcceleratedError` naming
+``pip install librosa`` when librosa is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ...exceptions import NotAcceleratedError
+from ._coverage import record_fallback, record_librosa_name
+
+__all__ = ["ORIGINALS", "handed_over", "librosa_object", "make_submodule"]
+
+#: ``"feature.mfcc"`` -> librosa's own function, recorded by ``install()``
+#: before it patches the package (empty when nothing is installed).
+ORIGINALS: dict[str, Any] = {}
+
+#: librosa's public submodules the compatibility layer mirrors.
+SUBMODULES = (
+    "beat",
+    "core",
+    "decompose",
+    "display",
+    "effects",
+    "feature",
+    "filters",
+    "onset",
+    "segment",
+    "sequence",
+    "util",
+)
+
+
+def _module(path: str, qual: str) -> types.ModuleType:
+    name = "librosa" + (f".{path}" if path else "")
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        missing = exc.name or "librosa"
+        if missing.split(".")[0] == "librosa":
+            raise NotAcceleratedError(
+                f"librosa.{qual} is not accelerated by agl-fast and librosa is not installed "
+                "to provide it: pip install librosa"
+            ) from exc
+        raise
+
+
+def librosa_object(path: str, name: str, *, count: bool = True) -> Any:
+    """librosa's own ``librosa.<path>.<name>``.
+
+    Parameters
+    ----------
+    path : str
+        The submodule (``""`` for the top level, ``"feature"``, ...).
+    name : str
+        The attribute.
+    count : bool
+        Count the lookup in :func:`coverage`'s ``librosa_names``.
+
+    Raises
+    ------
+    AttributeError
+        librosa has no such name (as ``librosa`` itself would).
+    NotAcceleratedError
+        librosa is not installed.
+    """
+    qual = f"{path}.{name}" if path else name
+    if qual in ORIGINALS:
+        return ORIGINALS[qual]
+    module = _module(path, qual)
+    try:
+        obj = getattr(module, name)
+    except AttributeError:
+        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}") from None
+    if count:
+        record_librosa_name(qual)
+    return obj
+
+
+def handed_over(name: str, reason: str) -> Callable[..., Any]:
+    """librosa's own function ``name`` (``"load"``, ``"feature.mfcc"``) for
+    a call the layer does not accelerate, recorded with ``reason``.
+
+    Raises
+    ------
+    NotAcceleratedError
+        librosa is not installed; the message gives ``reason``.
+    """
+    path, _, attr = name.rpartition(".")
+    try:
+        fn = librosa_object(path, attr, count=False)
+    except NotAcceleratedError as exc:
+        raise NotAcceleratedError(
+            f"agl_fast.compat.librosa.{name}: {reason}, and librosa is not installed to "
+            "handle it: pip install librosa"
+        ) from exc
+    record_fallback(name, reason)
+    return fn  # type: ignore[no-any-return]
+
+
+def module_getattr(path: str, accelerated: Mapping[str, Any]) -> Callable[[str], Any]:
+    """A module ``__getattr__``: ``accelerated`` names first, then librosa's."""
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name in accelerated:
+            return accelerated[name]
+        return librosa_object(path, name)
+
+    return __getattr__
+
+
+def make_submodule(package: str, path: str, accelerated: Mapping[str, Any]) -> types.ModuleType:
+    """A compatibility submodule ``<package>.<path>`` serving ``accelerated``
+    and librosa's ``librosa.<path>`` for everything else; registered in
+    :data:`sys.modules` so that ``import <package>.<path>`` finds it."""
+    mod = types.ModuleType(
+        f"{package}.{path}",
+        f"``librosa.{path}`` through agl-fast: {sorted(accelerated) or 'no'} accelerated "
+        "names, librosa's own objects for the rest.",
+    )
+    mod.__getattr__ = module_getattr(path, accelerated)  # type: ignore[method-assign]
+    mod.__all__ = sorted(accelerated)  # type: ignore[attr-defined]
+    sys.modules[mod.__name__] = mod
+    return mod
