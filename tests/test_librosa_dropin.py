@@ -201,3 +201,67 @@ def test_readme_lists_the_coverage_table() -> None:
     start = readme.index("<!-- compat-table -->") + len("<!-- compat-table -->")
     end = readme.index("<!-- /compat-table -->")
     assert readme[start:end].strip() == markdown_table()
+
+
+def _scene(path: Path, sr: int = 22050, seconds: float = 8.0) -> None:
+    """Silence, then notes with sharp onsets every 0.5 s, then silence."""
+    rng = np.random.default_rng(7)
+    n = int(sr * seconds)
+    y = np.zeros(n)
+    t = np.arange(int(0.4 * sr)) / sr
+    for k, start in enumerate(np.arange(1.0, seconds - 1.5, 0.5)):
+        f = 220.0 * 2 ** (k % 7 / 12)
+        note = np.sin(2 * np.pi * f * t) * np.exp(-6 * t)
+        at = int(start * sr)
+        y[at : at + t.size] += 0.5 * note
+    y += 0.001 * rng.standard_normal(n)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sr)
+        w.writeframes((np.clip(y, -1, 1) * 32767).astype("<i2").tobytes())
+
+
+#: Outputs compared exactly (frame indices, intervals, beat positions).
+EXACT = ("idx", "intervals", "onset_times", "beats", "tempo", "dur", "file_dur")
+#: Absolute tolerance as a share of the output's largest magnitude: float32
+#: STFT rounding by default; resampling agrees with soxr_hq to about -60 dB
+#: of full scale once broadband noise reaches the band edge.
+SHARE = {"y16": 1e-3}
+
+
+def test_a_realistic_script_runs_unchanged_and_agrees(tmp_path: Path) -> None:
+    """tests/librosa_script.py (34 librosa calls, display included) gives the
+    same results under the accelerator as under plain librosa: frame
+    indices exactly, values within float32 STFT rounding."""
+    audio = tmp_path / "scene.wav"
+    _scene(audio)
+    script = str(ROOT / "tests" / "librosa_script.py")
+    plain, fast = tmp_path / "plain.npz", tmp_path / "fast.npz"
+    r = subprocess.run(
+        [sys.executable, script, str(audio), str(plain), str(tmp_path / "plain.png")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "agl_fast.compat.librosa", "--report", script, str(audio),
+         str(fast), str(tmp_path / "fast.png")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "feature.melspectrogram" in r.stderr and (tmp_path / "fast.png").stat().st_size > 0
+    a, b = np.load(plain), np.load(fast)
+    assert set(a.files) == set(b.files)
+    for key in a.files:
+        if key in EXACT:
+            np.testing.assert_array_equal(b[key], a[key], err_msg=key)
+        else:
+            ref = np.asarray(a[key], dtype=np.float64)
+            scale = float(np.max(np.abs(ref))) if ref.size else 1.0
+            np.testing.assert_allclose(
+                b[key],
+                ref,
+                rtol=1e-3,
+                atol=SHARE.get(key, 2e-4) * max(scale, 1e-12),
+                err_msg=key,
+            )
