@@ -215,9 +215,13 @@ def _to_db(
             stacklevel=4,
         )
         S = np.abs(S)
-    return (_f.amplitude_to_db if amplitude else _f.power_to_db)(
-        S, ref=ref, amin=amin, top_db=top_db
-    )
+    fn = _f.amplitude_to_db if amplitude else _f.power_to_db
+    if S.ndim > 1 and S.flags.f_contiguous and not S.flags.c_contiguous:
+        # librosa's spectrograms are Fortran-ordered: convert the C-ordered
+        # transpose (an elementwise map with whole-array ref/top_db, so the
+        # same values) instead of copying into C order, and keep the layout
+        return fn(S.T, ref=ref, amin=amin, top_db=top_db).T
+    return fn(S, ref=ref, amin=amin, top_db=top_db)
 
 
 @librosa_api
