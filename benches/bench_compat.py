@@ -1,0 +1,126 @@
+"""Every accelerated function of ``agl_fast.compat.librosa`` against librosa
+itself, same data, same run, one thread, outputs checked first.
+
+    python benches/bench_compat.py [--seconds 60] [--repeat 5] [--gate 1.0]
+
+A 60 s clip at 22,050 Hz (noise, float32 and float64), librosa's default
+arguments. Prints a Markdown table: librosa and agl-fast milliseconds, the
+speed-up (librosa time / agl-fast time) and the largest difference relative
+to the output's scale. ``--gate R`` exits 1 when a speed-up is below ``R``.
+The names come from ``coverage()``: a newly accelerated function without a
+row here fails the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import wave
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import best_times_interleaved, steady_heap  # noqa: E402
+
+SR = 22050
+
+
+def _wav(path: Path, y: np.ndarray) -> None:
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(SR)
+        w.writeframes((np.clip(y, -1, 1) * 32767).astype("<i2").tobytes())
+
+
+def cases(y: np.ndarray, path: str) -> dict[str, tuple[Callable[[Any], Any], None]]:
+    """Name -> (call taking the module, librosa or the compat layer)."""
+    import librosa
+
+    S = np.abs(librosa.stft(y)) ** 2
+    A = np.sqrt(S)
+    return {
+        "load": (lambda m: m.load(path, sr=None)[0], None),
+        "resample": (lambda m: m.resample(y, orig_sr=SR, target_sr=16000), None),
+        "get_duration": (lambda m: m.get_duration(path=path), None),
+        "stft": (lambda m: m.stft(y), None),
+        "power_to_db": (lambda m: m.power_to_db(S), None),
+        "amplitude_to_db": (lambda m: m.amplitude_to_db(A), None),
+        "feature.melspectrogram": (lambda m: m.feature.melspectrogram(y=y, sr=SR), None),
+        "feature.mfcc": (lambda m: m.feature.mfcc(y=y, sr=SR), None),
+        "feature.rms": (lambda m: m.feature.rms(y=y), None),
+        "feature.spectral_flatness": (lambda m: m.feature.spectral_flatness(y=y), None),
+        "filters.mel": (lambda m: m.filters.mel(sr=SR, n_fft=2048), None),
+    }
+
+
+def _diff(a: Any, b: Any) -> float:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return float("inf")
+    scale = float(np.max(np.abs(a))) or 1.0
+    return float(np.max(np.abs(a.astype(np.complex128) - b))) / scale
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--gate", type=float, default=None)
+    args = ap.parse_args(argv)
+    import librosa
+
+    import agl_fast
+    import agl_fast.compat.librosa as compat
+
+    agl_fast.set_num_threads(1)
+    steady_heap()
+    rng = np.random.default_rng(0)
+    base = 0.1 * rng.standard_normal(int(args.seconds * SR))
+    rows, low = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "clip.wav")
+        _wav(Path(path), base)
+        for dtype in (np.float32, np.float64):
+            table = cases(base.astype(dtype), path)
+            missing = set(compat.coverage().accelerated) - set(table)
+            if missing:
+                print(f"no benchmark row for {sorted(missing)}", file=sys.stderr)
+                return 2
+            for name, (call, _) in table.items():
+                if dtype is np.float64 and name in ("load", "get_duration", "filters.mel"):
+                    continue  # no audio input: one row
+                diff = _diff(call(librosa), call(compat))
+                best = best_times_interleaved(
+                    {"librosa": lambda c=call: c(librosa), "agl": lambda c=call: c(compat)},
+                    repeat=args.repeat,
+                )
+                t_lib, t_agl = best["librosa"], best["agl"]
+                ratio = t_lib / t_agl
+                label = name if name in ("load", "get_duration", "filters.mel") else (
+                    f"{name} ({np.dtype(dtype).name})"
+                )  # fmt: skip
+                rows.append((label, t_lib * 1e3, t_agl * 1e3, ratio, diff))
+                if args.gate is not None and ratio < args.gate:
+                    low.append(label)
+    print(f"| function ({args.seconds:g} s at {SR} Hz, 1 thread) | librosa ms | agl-fast ms "
+          "| speed-up | max diff / scale |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|")
+    for label, a, b, r, d in rows:
+        print(f"| `{label}` | {a:.2f} | {b:.2f} | {r:.2f}x | {d:.1e} |")
+    if low:
+        print(f"below the gate {args.gate}x: {low}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
