@@ -58,6 +58,9 @@ def cases(y: np.ndarray, path: str) -> dict[str, tuple[Callable[[Any], Any], Non
         "feature.mfcc": (lambda m: m.feature.mfcc(y=y, sr=SR), None),
         "feature.rms": (lambda m: m.feature.rms(y=y), None),
         "feature.spectral_flatness": (lambda m: m.feature.spectral_flatness(y=y), None),
+        "feature.spectral_centroid": (lambda m: m.feature.spectral_centroid(y=y, sr=SR), None),
+        "feature.spectral_bandwidth": (lambda m: m.feature.spectral_bandwidth(y=y, sr=SR), None),
+        "feature.spectral_rolloff": (lambda m: m.feature.spectral_rolloff(y=y, sr=SR), None),
         "filters.mel": (lambda m: m.filters.mel(sr=SR, n_fft=2048), None),
     }
 

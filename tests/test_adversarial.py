@@ -560,6 +560,21 @@ def _valid_calls(wav: str) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...
             {"y": y64, "n_fft": 256},
         ),
         "compat.filters.mel": (compat.filters.mel, (), {"sr": SR, "n_fft": 512}),
+        "compat.feature.spectral_centroid": (
+            compat.feature.spectral_centroid,
+            (),
+            {"y": y64, "n_fft": 256},
+        ),
+        "compat.feature.spectral_bandwidth": (
+            compat.feature.spectral_bandwidth,
+            (),
+            {"y": y64, "n_fft": 256},
+        ),
+        "compat.feature.spectral_rolloff": (
+            compat.feature.spectral_rolloff,
+            (),
+            {"y": y64, "n_fft": 256},
+        ),
         "compat.coverage": (compat.coverage, (), {}),
         "compat.reset_counters": (compat.reset_counters, (), {}),
         "compat.installed": (compat.installed, (), {}),

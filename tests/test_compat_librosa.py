@@ -85,3 +85,30 @@ def test_feature_rms_flatness_and_load(rng: np.random.Generator, tmp_path) -> No
         librosa.feature.rms(S=np.ones((5, 5)))
     with pytest.raises(agl_fast.exceptions.ParameterError, match="frame_length"):
         librosa.feature.rms(S=np.ones((5, 5)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["spectral_centroid", "spectral_bandwidth", "spectral_rolloff"])
+def test_spectral_shape_features_match_librosa(
+    rng: np.random.Generator, name: str, dtype: type
+) -> None:
+    """From audio (agl-fast's magnitude spectrogram) and from S=; librosa's
+    dtype; values to float32 STFT rounding (centroid and bandwidth) or the
+    same bin (rolloff)."""
+    y = (rng.standard_normal((2, 22050)) * np.linspace(0.1, 1, 22050)).astype(dtype)
+    ours = getattr(librosa.feature, name)(y=y, sr=22050)
+    theirs = getattr(real.feature, name)(y=y, sr=22050)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    rtol = 1e-3 if dtype is np.float32 else 1e-9
+    if name == "spectral_rolloff":
+        # a bin edge: allow one bin (10.8 Hz) where the cumulative sums tie
+        assert np.mean(ours == theirs) > 0.99
+        assert np.max(np.abs(ours - theirs)) <= 22050 / 2048 + 1e-9
+    else:
+        np.testing.assert_allclose(ours, theirs, rtol=rtol)
+    S = np.abs(real.stft(y))
+    np.testing.assert_allclose(
+        getattr(librosa.feature, name)(S=S, sr=22050),
+        getattr(real.feature, name)(S=S, sr=22050),
+        rtol=1e-12,
+    )

@@ -37,6 +37,9 @@ ACCELERATED: dict[str, tuple[str, ...]] = {
     "feature.mfcc": (),
     "feature.rms": (),
     "feature.spectral_flatness": (),
+    "feature.spectral_centroid": (),
+    "feature.spectral_bandwidth": (),
+    "feature.spectral_rolloff": (),
     "filters.mel": (),
 }
 

@@ -17,8 +17,17 @@ from ..._internal import args as _args
 from ...exceptions import ParameterError
 from ._errors import librosa_api
 from ._fallback import module_getattr
+from ._spectral import spectral_bandwidth, spectral_centroid, spectral_rolloff
 
-__all__ = ["melspectrogram", "mfcc", "rms", "spectral_flatness"]
+__all__ = [
+    "melspectrogram",
+    "mfcc",
+    "rms",
+    "spectral_bandwidth",
+    "spectral_centroid",
+    "spectral_flatness",
+    "spectral_rolloff",
+]
 
 
 def _spectrum(S: Any) -> np.ndarray:

@@ -1,0 +1,199 @@
+"""``librosa.feature`` spectral-shape features on agl-fast's magnitude
+spectrogram: ``spectral_centroid``, ``spectral_bandwidth`` and
+``spectral_rolloff``.
+
+From audio, the magnitude spectrogram is agl-fast's (one Rust pass, no
+complex intermediate); from ``S=``, the input itself. The reductions over
+frequency follow librosa's formulas and dtypes, so the results agree with
+librosa's to float rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import features as _f
+from ..._internal import args as _args
+from ...exceptions import ParameterError
+from ._errors import librosa_api
+
+__all__ = ["spectral_bandwidth", "spectral_centroid", "spectral_rolloff"]
+
+
+def magnitude(
+    y: Any,
+    S: Any,
+    n_fft: int | None,
+    hop_length: int | None,
+    win_length: int | None,
+    window: Any,
+    center: bool,
+    pad_mode: str,
+) -> tuple[np.ndarray, int]:
+    """librosa's magnitude spectrogram of ``y`` (``[..., 1 + n_fft // 2, t]``),
+    or ``S`` itself with ``n_fft`` inferred from its frequency axis."""
+    if S is not None:
+        S = np.asarray(S)
+        if S.ndim < 2:
+            raise ParameterError(f"S must be [..., freq, time], got shape {S.shape}")
+        if n_fft is None or n_fft // 2 + 1 != S.shape[-2]:
+            n_fft = 2 * (S.shape[-2] - 1)
+        return S, int(n_fft)
+    if n_fft is None:
+        raise ParameterError(f"Unable to compute spectrogram with n_fft={n_fft}")
+    if y is None:
+        raise ParameterError("Input signal must be provided to compute a spectrogram")
+    from . import _audio
+
+    y = _audio(y)
+    S = _f.spectrogram(
+        y, n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=window,
+        center=center, pad_mode=pad_mode, power=1.0,
+    )  # fmt: skip
+    return S, n_fft
+
+
+def _check(S: np.ndarray, what: str) -> None:
+    if not np.isrealobj(S):
+        raise ParameterError(f"Spectral {what} is only defined with real-valued input")
+    if np.any(S < 0):
+        raise ParameterError(f"Spectral {what} is only defined with non-negative energies")
+
+
+def _rate(sr: Any) -> float:
+    sr = _args.real("sr", sr)
+    if not (np.isfinite(sr) and sr > 0):
+        raise ParameterError(f"sr={sr!r} must be a positive, finite sample rate")
+    return float(sr)
+
+
+def _bins(freq: Any, sr: float, n_fft: int, S: np.ndarray) -> np.ndarray:
+    """The bin frequencies in Hz: ``np.fft.rfftfreq`` (librosa's
+    ``fft_frequencies``) or ``freq``, checked against ``S``'s shape."""
+    if freq is None:
+        return np.fft.rfftfreq(n=n_fft, d=1.0 / sr)
+    f = _args.array("freq", freq)
+    if f.ndim == 1 and f.shape[0] != S.shape[-2]:
+        raise ParameterError(f"freq has {f.shape[0]} entries for {S.shape[-2]} frequency bins")
+    if f.ndim > 1:
+        try:
+            np.broadcast_shapes(f.shape, S.shape)
+        except ValueError:
+            raise ParameterError(
+                f"freq of shape {f.shape} does not broadcast with S of shape {S.shape}"
+            ) from None
+    return f
+
+
+def _frequencies(freq: Any, sr: float, n_fft: int, S: np.ndarray) -> np.ndarray:
+    """Bin frequencies shaped ``[..., freq, 1]`` to broadcast with ``S``
+    (``freq`` as given when it is not 1-D)."""
+    f = _bins(freq, sr, n_fft, S)
+    return f.reshape((1,) * (S.ndim - 2) + (-1, 1)) if f.ndim == 1 else f
+
+
+def _normalize_l1(S: np.ndarray) -> np.ndarray:
+    """``librosa.util.normalize(S, norm=1, axis=-2)``: columns summing to one
+    (sums in float64, the result in ``S``'s dtype); a column whose sum is
+    below the dtype's ``tiny`` is left as it is."""
+    if not np.all(np.isfinite(S)):
+        raise ParameterError("Input must be finite")
+    kind = S.dtype if np.issubdtype(S.dtype, np.inexact) else np.dtype(np.float32)
+    length = np.sum(np.abs(S).astype(float), axis=-2, keepdims=True)
+    length[length < np.finfo(kind).tiny] = 1.0
+    out = np.empty_like(S)
+    out[:] = S / length
+    return out
+
+
+@librosa_api
+def spectral_centroid(
+    *,
+    y: np.ndarray | None = None,
+    sr: float = 22050,
+    S: np.ndarray | None = None,
+    n_fft: int = 2048,
+    hop_length: int = 512,
+    freq: np.ndarray | None = None,
+    win_length: int | None = None,
+    window: Any = "hann",
+    center: bool = True,
+    pad_mode: str = "constant",
+) -> np.ndarray:
+    """``librosa.feature.spectral_centroid``: ``[shape=(..., 1, t)]`` in Hz."""
+    sr = _rate(sr)
+    S, n_fft = magnitude(y, S, n_fft, hop_length, win_length, window, center, pad_mode)
+    _check(S, "centroid")
+    f = _frequencies(freq, sr, n_fft, S)
+    return np.sum(f * _normalize_l1(S), axis=-2, keepdims=True)  # type: ignore[no-any-return]
+
+
+@librosa_api
+def spectral_bandwidth(
+    *,
+    y: np.ndarray | None = None,
+    sr: float = 22050,
+    S: np.ndarray | None = None,
+    n_fft: int = 2048,
+    hop_length: int = 512,
+    win_length: int | None = None,
+    window: Any = "hann",
+    center: bool = True,
+    pad_mode: str = "constant",
+    freq: np.ndarray | None = None,
+    centroid: np.ndarray | None = None,
+    norm: bool = True,
+    p: float = 2,
+) -> np.ndarray:
+    """``librosa.feature.spectral_bandwidth``: ``[shape=(..., 1, t)]`` in Hz."""
+    sr, p, norm = _rate(sr), _args.real("p", p), _args.flag("norm", norm)
+    if not (np.isfinite(p) and p > 0):
+        raise ParameterError(f"p={p!r} must be a positive, finite exponent")
+    S, n_fft = magnitude(y, S, n_fft, hop_length, win_length, window, center, pad_mode)
+    _check(S, "bandwidth")
+    f = _bins(freq, sr, n_fft, S)
+    if centroid is None:
+        centroid = spectral_centroid(sr=sr, S=S, n_fft=n_fft, hop_length=hop_length, freq=freq)
+    centroid = _args.array("centroid", centroid)
+    if centroid.ndim != S.ndim or centroid.shape[-2] != 1 or centroid.shape[-1] != S.shape[-1]:
+        raise ParameterError(
+            f"centroid must have shape [..., 1, {S.shape[-1]}] (one per frame), "
+            f"got {centroid.shape}"
+        )
+    if f.ndim == 1:
+        deviation = np.abs(np.subtract.outer(centroid[..., 0, :], f).swapaxes(-2, -1))
+    else:
+        deviation = np.abs(f - centroid)
+    if norm:
+        S = _normalize_l1(S)
+    return np.sum(S * deviation**p, axis=-2, keepdims=True) ** (1.0 / p)  # type: ignore[no-any-return]
+
+
+@librosa_api
+def spectral_rolloff(
+    *,
+    y: np.ndarray | None = None,
+    sr: float = 22050,
+    S: np.ndarray | None = None,
+    n_fft: int = 2048,
+    hop_length: int = 512,
+    win_length: int | None = None,
+    window: Any = "hann",
+    center: bool = True,
+    pad_mode: str = "constant",
+    freq: np.ndarray | None = None,
+    roll_percent: float = 0.85,
+) -> np.ndarray:
+    """``librosa.feature.spectral_rolloff``: ``[shape=(..., 1, t)]`` in Hz."""
+    roll_percent, sr = _args.real("roll_percent", roll_percent), _rate(sr)
+    if not 0.0 < roll_percent < 1.0:
+        raise ParameterError("roll_percent must lie in the range (0, 1)")
+    S, n_fft = magnitude(y, S, n_fft, hop_length, win_length, window, center, pad_mode)
+    _check(S, "rolloff")
+    f = _frequencies(freq, sr, n_fft, S)
+    total = np.cumsum(S, axis=-2)
+    threshold = np.expand_dims(roll_percent * total[..., -1, :], axis=-2)
+    ind = np.where(total < threshold, np.nan, 1)
+    return np.nanmin(ind * f, axis=-2, keepdims=True)  # type: ignore[no-any-return]
