@@ -570,6 +570,7 @@ def _valid_calls(wav: str) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...
             (),
             {"y": y64, "n_fft": 256},
         ),
+        "compat.feature.zero_crossing_rate": (compat.feature.zero_crossing_rate, (y64,), {}),
         "compat.feature.spectral_rolloff": (
             compat.feature.spectral_rolloff,
             (),

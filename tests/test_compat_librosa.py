@@ -112,3 +112,19 @@ def test_spectral_shape_features_match_librosa(
         getattr(real.feature, name)(S=S, sr=22050),
         rtol=1e-12,
     )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"center": False}, {"frame_length": 1000, "hop_length": 333}, {"pad": True},
+     {"zero_pos": False}, {"threshold": 0.3, "ref_magnitude": np.max},
+     {"threshold": 0.05, "ref_magnitude": 2.0}],
+)  # fmt: skip
+def test_zero_crossing_rate_is_librosas_to_the_bit(rng: np.random.Generator, kwargs: dict) -> None:
+    y = rng.standard_normal((2, 9000)).astype(np.float32)
+    y[:, 100:400] = 0.0  # silence: zeros count as positive
+    y[0, 500:520] = -0.0
+    ours = librosa.feature.zero_crossing_rate(y, **kwargs)
+    theirs = real.feature.zero_crossing_rate(y, **kwargs)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    np.testing.assert_array_equal(ours, theirs)

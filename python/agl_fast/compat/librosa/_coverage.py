@@ -40,6 +40,7 @@ ACCELERATED: dict[str, tuple[str, ...]] = {
     "feature.spectral_centroid": (),
     "feature.spectral_bandwidth": (),
     "feature.spectral_rolloff": (),
+    "feature.zero_crossing_rate": ("a ref_magnitude function other than np.max",),
     "filters.mel": (),
 }
 

@@ -1,6 +1,7 @@
 """``librosa.feature`` spectral-shape features on agl-fast's magnitude
-spectrogram: ``spectral_centroid``, ``spectral_bandwidth`` and
-``spectral_rolloff``.
+spectrogram (``spectral_centroid``, ``spectral_bandwidth``,
+``spectral_rolloff``) and ``zero_crossing_rate`` with one pass over the
+signal.
 
 From audio, the magnitude spectrogram is agl-fast's (one Rust pass, no
 complex intermediate); from ``S=``, the input itself. The reductions over
@@ -19,7 +20,12 @@ from ..._internal import args as _args
 from ...exceptions import ParameterError
 from ._errors import librosa_api
 
-__all__ = ["spectral_bandwidth", "spectral_centroid", "spectral_rolloff"]
+__all__ = [
+    "spectral_bandwidth",
+    "spectral_centroid",
+    "spectral_rolloff",
+    "zero_crossing_rate",
+]
 
 
 def magnitude(
@@ -197,3 +203,80 @@ def spectral_rolloff(
     threshold = np.expand_dims(roll_percent * total[..., -1, :], axis=-2)
     ind = np.where(total < threshold, np.nan, 1)
     return np.nanmin(ind * f, axis=-2, keepdims=True)  # type: ignore[no-any-return]
+
+
+#: Longest frame accepted (the centring pads by half of it on both sides).
+_MAX_FRAME = 2**31
+
+
+def _sign_key(y: np.ndarray, threshold: float, zero_pos: bool) -> np.ndarray:
+    """What librosa's crossing stencil compares between neighbours: the sign
+    bit (or the sign) of each sample, samples within ``threshold`` of zero
+    counting as +0."""
+    small = np.abs(y) <= threshold
+    if zero_pos:
+        key = np.signbit(y)
+        key[small] = False
+        return key
+    key = np.sign(y)
+    key[small] = 0
+    return key
+
+
+@librosa_api
+def zero_crossing_rate(
+    y: np.ndarray,
+    *,
+    frame_length: int = 2048,
+    hop_length: int = 512,
+    center: bool = True,
+    **kwargs: Any,
+) -> np.ndarray:
+    """``librosa.feature.zero_crossing_rate``: ``[shape=(..., 1, t)]``.
+
+    The crossings are found once over the signal and summed per frame with a
+    running sum (librosa tests every frame's samples again, about
+    ``frame_length / hop_length`` times each); the counts are exact
+    integers, so the rates are librosa's to the last bit. A callable
+    ``ref_magnitude`` other than ``np.max`` is handed to librosa.
+    """
+    from . import _audio
+    from ._fallback import handed_over
+
+    y = _audio(y)
+    frame_length = _args.count("frame_length", frame_length)
+    hop_length = _args.count("hop_length", hop_length)
+    center = _args.flag("center", center)
+    if frame_length > _MAX_FRAME:
+        raise ParameterError(f"frame_length={frame_length} exceeds {_MAX_FRAME} samples")
+    unknown = set(kwargs) - {"threshold", "ref_magnitude", "pad", "zero_pos"}
+    if unknown:
+        raise ParameterError(f"zero_crossing_rate got unexpected keyword(s) {sorted(unknown)}")
+    ref = kwargs.get("ref_magnitude")
+    if callable(ref) and ref not in (np.max, np.amax, max):
+        return handed_over(  # type: ignore[no-any-return]
+            "feature.zero_crossing_rate", "a ref_magnitude function other than np.max"
+        )(y, frame_length=frame_length, hop_length=hop_length, center=center, **kwargs)
+    threshold = _args.real("threshold", kwargs.get("threshold", 1e-10))
+    pad = _args.flag("pad", kwargs.get("pad", False))
+    zero_pos = _args.flag("zero_pos", kwargs.get("zero_pos", True))
+    if center:
+        half = frame_length // 2
+        y = np.pad(y, [(0, 0)] * (y.ndim - 1) + [(half, half)], mode="edge")
+    n = y.shape[-1]
+    if n < frame_length:
+        raise ParameterError(f"Input is too short (n={n}) for frame_length={frame_length}")
+    frames = 1 + (n - frame_length) // hop_length
+    covered = y[..., : (frames - 1) * hop_length + frame_length]
+    if ref is not None:
+        scale = (
+            float(np.max(np.abs(covered))) if callable(ref) else _args.real("ref_magnitude", ref)
+        )
+        threshold = threshold * scale
+    key = _sign_key(covered, threshold, zero_pos)
+    cross = np.zeros(covered.shape, dtype=np.int64)
+    cross[..., 1:] = key[..., 1:] != key[..., :-1]
+    total = np.cumsum(cross, axis=-1)
+    start = np.arange(frames) * hop_length
+    counts = total[..., start + frame_length - 1] - total[..., start] + int(pad)
+    return (counts / frame_length)[..., None, :]  # type: ignore[no-any-return]

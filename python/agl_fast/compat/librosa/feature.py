@@ -17,7 +17,12 @@ from ..._internal import args as _args
 from ...exceptions import ParameterError
 from ._errors import librosa_api
 from ._fallback import module_getattr
-from ._spectral import spectral_bandwidth, spectral_centroid, spectral_rolloff
+from ._spectral import (
+    spectral_bandwidth,
+    spectral_centroid,
+    spectral_rolloff,
+    zero_crossing_rate,
+)
 
 __all__ = [
     "melspectrogram",
@@ -27,6 +32,7 @@ __all__ = [
     "spectral_centroid",
     "spectral_flatness",
     "spectral_rolloff",
+    "zero_crossing_rate",
 ]
 
 
