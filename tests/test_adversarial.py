@@ -570,6 +570,12 @@ def _valid_calls(wav: str) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...
             (),
             {"y": y64, "n_fft": 256},
         ),
+        "compat.onset.onset_strength": (compat.onset.onset_strength, (), {"y": y64, "sr": SR}),
+        "compat.onset.onset_strength_multi": (
+            compat.onset.onset_strength_multi,
+            (),
+            {"y": y64, "sr": SR},
+        ),
         "compat.feature.zero_crossing_rate": (compat.feature.zero_crossing_rate, (y64,), {}),
         "compat.feature.spectral_rolloff": (
             compat.feature.spectral_rolloff,
@@ -600,6 +606,7 @@ def _public_names() -> set[str]:
     for prefix, mod in (
         ("compat.", compat),
         ("compat.feature.", compat.feature),
+        ("compat.onset.", compat.onset),
         ("compat.filters.", compat.filters),
     ):
         for name in mod.__all__:

@@ -128,3 +128,22 @@ def test_zero_crossing_rate_is_librosas_to_the_bit(rng: np.random.Generator, kwa
     theirs = real.feature.zero_crossing_rate(y, **kwargs)
     assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
     np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"lag": 2, "max_size": 3}, {"detrend": True, "center": False},
+     {"aggregate": np.median}, {"n_mels": 64, "fmax": 8000.0}],
+)  # fmt: skip
+def test_onset_strength_matches_librosa(rng: np.random.Generator, kwargs: dict) -> None:
+    y = rng.standard_normal(3 * 22050).astype(np.float32)
+    y[::5000] += 8.0  # clicks
+    ours = librosa.onset.onset_strength(y=y, sr=22050, **kwargs)
+    theirs = real.onset.onset_strength(y=y, sr=22050, **kwargs)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=1e-3, atol=1e-3 * np.max(np.abs(theirs)))
+    # from a given spectrogram the arithmetic is librosa's, to the bit
+    S = real.power_to_db(real.feature.melspectrogram(y=y, sr=22050))
+    np.testing.assert_array_equal(
+        librosa.onset.onset_strength(S=S, sr=22050), real.onset.onset_strength(S=S, sr=22050)
+    )

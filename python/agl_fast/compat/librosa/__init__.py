@@ -281,9 +281,10 @@ def load(
     duration = _args.opt_real("duration", duration)
     _args.dtype("dtype", dtype)
     res_type = _args.choice("res_type", res_type, LIBROSA_RES_TYPES)
-    if not _is_path(path) and not hasattr(path, "read"):
+    if not _is_path(path) and not hasattr(path, "read") and not hasattr(path, "read_data"):
         raise _ParameterError(
-            f"path must be a file path or a file-like object, got a {type(path).__name__}"
+            "path must be a file path, a file-like object or an audioread object, "
+            f"got a {type(path).__name__}"
         )
     kwargs = {
         "sr": sr,
@@ -446,7 +447,13 @@ beat = make_submodule(__name__, "beat", {})
 decompose = make_submodule(__name__, "decompose", {})
 display = make_submodule(__name__, "display", {})
 effects = make_submodule(__name__, "effects", {})
-onset = make_submodule(__name__, "onset", {})
+from ._onset import onset_strength, onset_strength_multi  # noqa: E402
+
+onset = make_submodule(
+    __name__,
+    "onset",
+    {"onset_strength": onset_strength, "onset_strength_multi": onset_strength_multi},
+)
 segment = make_submodule(__name__, "segment", {})
 sequence = make_submodule(__name__, "sequence", {})
 util = make_submodule(__name__, "util", {})

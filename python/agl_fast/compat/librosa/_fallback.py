@@ -130,6 +130,7 @@ def make_submodule(package: str, path: str, accelerated: Mapping[str, Any]) -> t
         f"``librosa.{path}`` through agl-fast: {sorted(accelerated) or 'no'} accelerated "
         "names, librosa's own objects for the rest.",
     )
+    mod.__dict__.update(accelerated)
     mod.__getattr__ = module_getattr(path, accelerated)  # type: ignore[method-assign]
     mod.__all__ = sorted(accelerated)  # type: ignore[attr-defined]
     sys.modules[mod.__name__] = mod
