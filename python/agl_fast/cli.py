@@ -70,7 +70,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "alm",
     ),
     "judge": (
-        "agl_fast.alm.judge_cli",
+        "agl_fast.commands.judge",
         "score category contributions of reasoning texts with judge models",
         "alm",
     ),

@@ -1,65 +1,24 @@
-"""``agl-fast query`` and ``agl-fast judge``.
-
-Exit status: 0 all answered, 1 some items failed, 3 stopped by ``--max-cost``,
-4 stopped by an authentication failure (partial results saved in every case).
-"""
+"""``agl-fast query``: the command line of the query harness (its options
+in :mod:`agl_fast.alm.options`; exit status there too)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-# Kept free of heavy imports (httpx, numpy): they load in the run functions.
-from .ratelimit import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RETRY_WAIT
+from .options import (
+    PROTOCOLS,
+    PROVIDERS,
+    add_request_options,
+    exit_status,
+    limits,
+    request_params,
+    sampling_free,
+)
 
-PROVIDERS = ("openai", "openrouter", "gemini", "dashscope", "vllm")
-PROTOCOLS = ("prepared", "agl1k")
-_SAMPLING = ("temperature", "top_p", "max_tokens", "seed")
-EXIT_FAILED, EXIT_BUDGET, EXIT_AUTH = 1, 3, 4
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="output directory (store, Parquet, run.json)")
-    p.add_argument("--base-url", default=None, help="API base URL (default: the provider's)")
-    p.add_argument("--concurrency", type=int, default=4, help="requests in flight")
-    p.add_argument("--rpm", type=float, default=None, help="requests per minute limit")
-    p.add_argument("--tpm", type=float, default=None, help="tokens per minute limit")
-    p.add_argument("--max-cost", type=float, default=None, help="stop before spending more (USD)")
-    p.add_argument("--prices", default=None, help="JSON price table overriding the defaults")
-    p.add_argument(
-        "--timeout", type=float, default=120.0,
-        help="seconds for a whole request: connect, headers and the full body",
-    )  # fmt: skip
-    p.add_argument(
-        "--max-retry-wait", type=float, default=DEFAULT_MAX_RETRY_WAIT,
-        help="longest wait before a retry (s); a server asking for more makes the item "
-        "a RateLimited error",
-    )  # fmt: skip
-    p.add_argument(
-        "--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES,
-        help="largest response body read; a larger one is a ResponseTooLarge error",
-    )  # fmt: skip
-    p.add_argument("--max-attempts", type=int, default=6, help="tries per request")
-    p.add_argument("--backoff-base", type=float, default=1.0, help="first backoff step (s)")
-    p.add_argument(
-        "--breaker-threshold", type=int, default=8, help="failures in a row that open the breaker"
-    )
-    p.add_argument(
-        "--breaker-cooldown", type=float, default=30.0, help="seconds the breaker stays open"
-    )
-    p.add_argument("--temperature", type=float, default=None, help="sampling temperature")
-    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling")
-    p.add_argument("--max-tokens", type=int, default=None, help="answer length limit")
-    p.add_argument("--seed", type=int, default=42, help="sampling seed sent to the model")
-    p.add_argument(
-        "--param", action="append", default=[], metavar="KEY=JSON",
-        help="extra request field, e.g. enable_thinking=false (recorded)",
-    )  # fmt: skip
-    p.add_argument("--rerun-failed", action="store_true", help="send failed items again")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (also -q)")
+__all__ = ["PROTOCOLS", "PROVIDERS", "add_query_parser", "run_query"]
 
 
 def add_query_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -92,90 +51,9 @@ def add_query_parser(subparsers: Any) -> argparse.ArgumentParser:
     q.add_argument("--max-seconds", type=float, default=None, help="truncate clips (recorded)")
     q.add_argument("--limit", type=int, default=None, help="first N clips only")
     q.add_argument("--dry-run", action="store_true", help="print the estimate and stop")
-    _common(q)
+    add_request_options(q)
     q.set_defaults(run=run_query)
     return q
-
-
-def add_judge_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``judge``."""
-    j: argparse.ArgumentParser = subparsers.add_parser(
-        "judge", help="score category contributions of reasoning texts with judge models"
-    )
-    j.add_argument("pred", nargs="+", help="prediction files (agl-fast Parquet or AGL1K)")
-    j.add_argument(
-        "--judge", action="append", required=True, metavar="PROVIDER:MODEL",
-        help="a judge model, PROVIDER:MODEL[@BASE_URL] (repeat for several)",
-    )  # fmt: skip
-    j.add_argument(
-        "--manifest", default=None,
-        help="tagged clip table (curate output): each clip's categories are its tags",
-    )  # fmt: skip
-    j.add_argument("--tags-column", default=None, help="tag fraction column of --manifest")
-    j.add_argument(
-        "--min-fraction", type=float, default=0.0,
-        help="tags with a time fraction above this are listed (--manifest)",
-    )  # fmt: skip
-    j.add_argument("--categories", default=None, help="text file, one category a line")
-    j.add_argument("--clip-categories", default=None, help="CSV with key,category rows")
-    j.add_argument("--prompt", default="agl1k-contribution/v1", help="judge prompt id")
-    _common(j)
-    j.set_defaults(run=run_judge)
-    return j
-
-
-def _params(args: argparse.Namespace) -> dict[str, Any]:
-    from ..exceptions import ParameterError
-
-    params: dict[str, Any] = {
-        "temperature": args.temperature,
-        "top_p": args.top_p,
-        "max_tokens": args.max_tokens,
-        "seed": args.seed,
-    }
-    for kv in args.param:
-        k, sep, v = kv.partition("=")
-        if not sep or not k:
-            raise ParameterError(f"--param must be KEY=JSON, got {kv!r}")
-        try:
-            params[k] = json.loads(v)
-        except ValueError:
-            params[k] = v
-    return params
-
-
-def _limits(args: argparse.Namespace) -> Any:
-    from ..exceptions import ParameterError
-    from .runner import Limits
-
-    if not args.timeout > 0 or args.timeout == float("inf"):
-        raise ParameterError(f"--timeout must be a positive number of seconds, got {args.timeout}")
-    if not args.max_retry_wait >= 0 or args.max_retry_wait == float("inf"):
-        raise ParameterError(f"--max-retry-wait must be >= 0 s, got {args.max_retry_wait}")
-    if args.max_response_bytes < 1:
-        raise ParameterError(f"--max-response-bytes must be >= 1, got {args.max_response_bytes}")
-    return Limits(
-        concurrency=args.concurrency,
-        rpm=args.rpm,
-        tpm=args.tpm,
-        max_attempts=args.max_attempts,
-        backoff_base=args.backoff_base,
-        breaker_threshold=args.breaker_threshold,
-        breaker_cooldown=args.breaker_cooldown,
-        max_retry_wait=args.max_retry_wait,
-        max_response_bytes=args.max_response_bytes,
-    )
-
-
-def _exit(summary: Any, n_errors: int | None = None) -> int:
-    if summary.stopped == "budget":
-        print("stopped: --max-cost reached; partial results saved", file=sys.stderr)
-        return EXIT_BUDGET
-    if summary.stopped == "auth":
-        print("stopped: authentication failed (check the API key)", file=sys.stderr)
-        return EXIT_AUTH
-    failed = summary.n_failed if n_errors is None else n_errors
-    return EXIT_FAILED if failed else 0
 
 
 def run_query(args: argparse.Namespace) -> int:
@@ -188,8 +66,8 @@ def run_query(args: argparse.Namespace) -> int:
 
     caps = CAPABILITIES[args.provider]
     tmpl = get_template(args.prompt)
-    params = _params(args)
-    extra = {k: v for k, v in params.items() if k not in _SAMPLING}
+    params = request_params(args)
+    extra = sampling_free(params)
     agl1k = args.protocol == "agl1k"
     if agl1k:
         # The AGL1K reference code sends no sampling parameter at all.
@@ -234,7 +112,7 @@ def run_query(args: argparse.Namespace) -> int:
     with query.open_store(out) as store:
         engine = Engine(
             provider, args.model, store, params, tmpl.id, tmpl.sha256, query.answer_class,
-            price=price, limits=_limits(args), audio=audio, max_cost=args.max_cost,
+            price=price, limits=limits(args), audio=audio, max_cost=args.max_cost,
             rerun_failed=args.rerun_failed, progress=not args.no_progress,
         )  # fmt: skip
         todo = [j for j in jobs if not store.is_done(j.cache_key, args.rerun_failed)]
@@ -269,113 +147,4 @@ def run_query(args: argparse.Namespace) -> int:
         },
         secrets=(key,),
     )
-    return _exit(summary, n_errors)
-
-
-def run_judge(args: argparse.Namespace) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from ..evaluate.parse import parse_answer
-    from ..evaluate.readers import read_predictions
-    from ..exceptions import ParameterError
-    from . import cost, judges
-    from .keys import resolve_key
-    from .prompts import contribution_prompt, get_template
-    from .providers import make_provider
-    from .runner import Engine, Job
-    from .store import Store, cache_key
-
-    tmpl = get_template(args.prompt)
-    params = _params(args)
-    extra = {
-        k: v for k, v in params.items() if k not in ("temperature", "top_p", "max_tokens", "seed")
-    }
-    reasoning: dict[str, str] = {}
-    for path in args.pred:
-        df, _ = read_predictions(path)
-        for _, r in df.iterrows():
-            text = r.get("reason") if "reason" in df.columns else None
-            if not isinstance(text, str) or not text.strip():
-                text = parse_answer(r.get("model_output")).reason or r.get("model_output")
-            if isinstance(text, str) and text.strip():
-                reasoning.setdefault(str(r["question_id"]), text.strip())
-    cats: dict[str, list[str]] = {}
-    if args.manifest:
-        from .. import manifest
-        from ..localizability.tables import clip_categories
-
-        tagged = clip_categories(
-            manifest.read_manifest(args.manifest), args.tags_column, min_fraction=args.min_fraction
-        )
-        cats = {k: v for k, v in tagged.items() if k in reasoning}
-    elif args.clip_categories:
-        import csv
-
-        with open(args.clip_categories, encoding="utf-8", newline="") as fh:
-            for rec in csv.DictReader(fh):
-                if rec.get("key") in reasoning and rec.get("category", "").strip():
-                    cats.setdefault(rec["key"], []).append(rec["category"].strip())
-    elif args.categories:
-        lines = Path(args.categories).read_text(encoding="utf-8").splitlines()
-        listed = [c.strip() for c in lines if c.strip()]
-        cats = {k: listed for k in reasoning}
-    else:
-        raise ParameterError("give --manifest TABLE, --categories FILE or --clip-categories CSV")
-    if not cats:
-        raise ParameterError("no clip has both a reasoning text and categories")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    table = cost.load_prices(args.prices)
-    per_judge: dict[str, dict[str, dict[str, float] | None]] = {}
-    raw: dict[str, list[Any]] = {f.name: [] for f in judges.SCORES_SCHEMA}
-    code = 0
-    with Store(out / "judges.sqlite") as store:
-        for spec in args.judge:
-            name, at, url = spec.partition("@")
-            prov, sep, model = name.partition(":")
-            if not sep or not model or (at and not url):
-                raise ParameterError(f"--judge must be PROVIDER:MODEL[@BASE_URL], got {spec!r}")
-            provider = make_provider(
-                prov, resolve_key(prov, required=prov != "vllm"), base_url=url or args.base_url,
-                timeout=args.timeout, extra=extra,
-            )  # fmt: skip
-            price = cost.lookup(model, prov, table)
-            if args.max_cost is not None and price is None:
-                raise ParameterError(f"--max-cost needs a price for judge model {model!r}")
-            jobs = []
-            for k, cl in cats.items():
-                prompt = contribution_prompt(cl, reasoning[k], tmpl)
-                h = judges.input_hash(reasoning[k], cl)
-                pt, _ = cost.estimate_tokens(prompt, 0.0, 0.0)
-                jobs.append(Job(k, cache_key(prov, model, tmpl.sha256, h, params), prompt, h,
-                                est_prompt_tokens=pt))  # fmt: skip
-            engine = Engine(
-                provider, model, store, params, tmpl.id, tmpl.sha256, judges.judge_class,
-                price=price, limits=_limits(args), max_cost=args.max_cost,
-                rerun_failed=args.rerun_failed, progress=not args.no_progress,
-            )  # fmt: skip
-            summary = engine.run(jobs)
-            code = max(code, _exit(summary))
-            scores: dict[str, dict[str, float] | None] = {}
-            for jb in jobs:
-                row = store.get(jb.cache_key)
-                if row is None:
-                    continue
-                if row["answer_class"] == "ok":
-                    obj = judges.first_json_object(row["raw_text"])
-                    s, _, status = judges.validate_scores(obj, cats[jb.key])
-                else:
-                    s, status = None, row["answer_class"]
-                scores[jb.key] = s
-                for c in cats[jb.key]:
-                    raw["key"].append(jb.key)
-                    raw["judge"].append(spec)
-                    raw["category"].append(c)
-                    raw["score"].append(None if s is None else s[c])
-                    raw["status"].append(status)
-            per_judge[spec] = scores
-    pq.write_table(judges.aggregate(per_judge, cats), str(out / "contributions.parquet"))
-    pq.write_table(pa.Table.from_pydict(raw, schema=judges.SCORES_SCHEMA),
-                   str(out / "judge_scores.parquet"))  # fmt: skip
-    return code
+    return exit_status(summary, n_errors)

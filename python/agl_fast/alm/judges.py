@@ -29,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..evaluate.parse import BLOCKED_FINISH_REASONS
+from .parse import BLOCKED_FINISH_REASONS
 from .providers import Reply
 
 CONTRIBUTION_SCHEMA = pa.schema(

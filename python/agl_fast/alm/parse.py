@@ -2,7 +2,7 @@
 
 The stable entry point is :func:`parse_answer`::
 
-    >>> from agl_fast.evaluate.parse import parse_answer
+    >>> from agl_fast.alm.parse import parse_answer
     >>> a = parse_answer('Sure!\\n```json\\n{"City": "Paris", "lat": "48.85", "lng": 2.35,}\\n```')
     >>> (a.status, a.city, a.latitude, a.longitude)
     ('ok', 'Paris', 48.85, 2.35)
@@ -29,6 +29,8 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..coords import LATITUDE_RANGE
 
 STATUSES = ("ok", "partial", "refusal", "blocked", "empty", "unparseable")
 
@@ -186,7 +188,7 @@ def from_fields(raw: dict[str, Any]) -> ParsedAnswer:
     lat = coerce_coordinate(f.get("latitude"), "lat")
     lon = coerce_coordinate(f.get("longitude"), "lon")
     names = [_text(f.get(k)) for k in ("city", "country", "continent")]
-    if lat is not None and lon is not None and -90 <= lat <= 90:
+    if lat is not None and lon is not None and LATITUDE_RANGE[0] <= lat <= LATITUDE_RANGE[1]:
         status = "ok"
     elif lat is None and lon is None and not any(names):
         status = "refusal"

@@ -18,11 +18,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import manifest
-from ..evaluate.parse import parse_answer
 from ..exceptions import ParameterError
 from .audio import file_hash
 from .cost import estimate_tokens
 from .keys import redact
+from .parse import parse_answer
 from .providers import Reply
 from .runner import Engine, Job
 from .store import Store, cache_key, clean_int, clean_real, clean_text

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..alm.cli import _common
+from ..alm.options import add_request_options
 from ..exceptions import AglError
 
 DEFAULT_ATTEMPTS = 2
@@ -41,7 +41,7 @@ def _shared(p: argparse.ArgumentParser, prompt: str) -> None:
         help="human labels, CSV with key,label (and optional model) columns; they win",
     )  # fmt: skip
     p.add_argument("--figures", action="store_true", help="also write the PNG chart")
-    _common(p)
+    add_request_options(p)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -91,9 +91,9 @@ def run_cues(args: argparse.Namespace) -> int:
 def _labeller(args: argparse.Namespace, items: list[Any], label_set: Any, tmpl: Any) -> Any:
     """Label ``items`` with ``--labeller``; returns ``(results by key, summary, spec)``."""
     from ..alm import cost
-    from ..alm.cli import _SAMPLING, _limits, _params
     from ..alm.keys import resolve_key
     from ..alm.labels import label_items
+    from ..alm.options import limits, request_params, sampling_free
     from ..alm.providers import make_provider
     from ..alm.runner import Engine
     from ..alm.store import Store
@@ -104,8 +104,8 @@ def _labeller(args: argparse.Namespace, items: list[Any], label_set: Any, tmpl: 
     prov, sep, model = name.partition(":")
     if not sep or not model or (at and not url):
         raise ParameterError(f"--labeller must be PROVIDER:MODEL[@BASE_URL], got {spec!r}")
-    params = _params(args)
-    extra = {k: v for k, v in params.items() if k not in _SAMPLING}
+    params = request_params(args)
+    extra = sampling_free(params)
     price = cost.lookup(model, prov, cost.load_prices(args.prices))
     if args.max_cost is not None and price is None:
         raise ParameterError(f"--max-cost needs a price for labeller model {model!r}")
@@ -117,7 +117,7 @@ def _labeller(args: argparse.Namespace, items: list[Any], label_set: Any, tmpl: 
     with Store(out / "labels.sqlite") as store:
         engine = Engine(
             provider, model, store, params, tmpl.id, tmpl.sha256, lambda r: "ok",
-            price=price, limits=_limits(args), max_cost=args.max_cost,
+            price=price, limits=limits(args), max_cost=args.max_cost,
             rerun_failed=args.rerun_failed, progress=not args.no_progress,
         )  # fmt: skip
         results = label_items(engine, items, label_set, tmpl, attempts=args.attempts)
@@ -140,10 +140,10 @@ def _override(
 
 
 def _code(summary: Any, n_unlabelled: int) -> int:
-    from ..alm.cli import EXIT_FAILED, _exit
+    from ..alm.options import EXIT_FAILED, exit_status
 
     if summary is not None:
-        code = _exit(summary)
+        code = exit_status(summary)
         if code not in (0, EXIT_FAILED):
             return code
     return EXIT_FAILED if n_unlabelled else 0

@@ -99,7 +99,7 @@ def load_catalogue(
         Directory of prediction files (``.json``, ``.jsonl``, ``.csv``,
         ``.parquet``) read with :func:`agl_fast.evaluate.readers.read_predictions`.
     """
-    from ..evaluate.parse import parse_answer
+    from ..alm.parse import parse_answer
     from ..evaluate.readers import model_name, read_predictions, read_truth
 
     root = Path(audio_dir).resolve()

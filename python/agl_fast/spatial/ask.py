@@ -83,8 +83,8 @@ def ask(args: argparse.Namespace) -> int:
 
     from ..alm import cost
     from ..alm.audio import file_hash
-    from ..alm.cli import _exit, _limits, _params
     from ..alm.keys import resolve_key
+    from ..alm.options import exit_status, limits, request_params
     from ..alm.providers import CAPABILITIES, Reply, make_provider
     from ..alm.runner import AudioOptions, Engine, Job
     from ..alm.store import Store, cache_key
@@ -101,7 +101,7 @@ def ask(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     caps = CAPABILITIES[args.provider]
-    params = _params(args)
+    params = request_params(args)
     extra = {k: v for k, v in params.items()
              if k not in ("temperature", "top_p", "max_tokens", "seed")}  # fmt: skip
     audio = AudioOptions(format="wav", sample_rate=args.sample_rate or None,
@@ -132,7 +132,7 @@ def ask(args: argparse.Namespace) -> int:
 
     with Store(out / "results.sqlite") as store:
         engine = Engine(provider, args.model, store, params, PROMPT_ID, preamble_hash, classify,
-                        price=price, limits=_limits(args), audio=audio, max_cost=args.max_cost,
+                        price=price, limits=limits(args), audio=audio, max_cost=args.max_cost,
                         rerun_failed=args.rerun_failed, progress=not args.no_progress)  # fmt: skip
         summary = engine.run(jobs)
         got = [store.get(j.cache_key) for j in jobs]
@@ -157,12 +157,12 @@ def ask(args: argparse.Namespace) -> int:
     (out / "scores.json").write_text(json.dumps(scores, indent=1, default=str), encoding="utf-8")
     print(json.dumps({k: v for k, v in scores.items() if k not in ("provider", "prompt_id")},
                      default=str))  # fmt: skip
-    return _exit(summary)
+    return exit_status(summary)
 
 
 def add_parser(ssub: Any) -> None:
     """Register ``spatial ask``."""
-    from ..alm.cli import PROVIDERS, _common
+    from ..alm.options import PROVIDERS, add_request_options
 
     p = ssub.add_parser(
         "ask",
@@ -177,7 +177,7 @@ def add_parser(ssub: Any) -> None:
                    help="question types (default: all)")  # fmt: skip
     p.add_argument("--sample-rate", type=int, default=32000, help="0 keeps the file's rate")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
-    _common(p)
+    add_request_options(p)
     p.set_defaults(run=_run)
 
 
