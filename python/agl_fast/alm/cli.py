@@ -56,13 +56,42 @@ def add_query_parser(subparsers: Any) -> argparse.ArgumentParser:
     return q
 
 
+def _audio_options(args: argparse.Namespace, caps: Any, max_seconds: Any, agl1k: bool) -> Any:
+    """How clips are sent: the provider's limits, the flags, and for the
+    AGL1K protocol the original file untouched."""
+    from .runner import AudioOptions
+
+    return AudioOptions(
+        format=args.audio_format,
+        sample_rate=args.sample_rate or None,
+        max_seconds=None if agl1k else max_seconds,
+        max_bytes=caps.file_api_bytes or caps.max_request_bytes,
+        passthrough=agl1k,
+    )
+
+
+def _clips(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
+    """The manifest's clips with audio (at most ``--limit``) and those without."""
+    from ..exceptions import ParameterError
+    from . import query
+
+    audio_dir = args.audio_dir if args.audio_dir is not None else Path(args.manifest).parent
+    clips, missing = query.read_manifest(args.manifest, audio_dir)
+    if args.limit is not None:
+        clips = clips[: args.limit]
+    if not clips:
+        raise ParameterError(f"no clip of {args.manifest} has its audio in {audio_dir}")
+    return clips, missing
+
+
 def run_query(args: argparse.Namespace) -> int:
+    """Execute ``query``; returns the exit status (:mod:`.options`)."""
     from ..exceptions import ParameterError
     from . import cost, query
     from .keys import redact, resolve_key
     from .prompts import get_template
     from .providers import CAPABILITIES, make_provider
-    from .runner import AudioOptions, Engine
+    from .runner import Engine
 
     caps = CAPABILITIES[args.provider]
     tmpl = get_template(args.prompt)
@@ -75,13 +104,7 @@ def run_query(args: argparse.Namespace) -> int:
         if args.max_seconds is not None:
             raise ParameterError("--protocol agl1k sends whole files; drop --max-seconds")
     max_seconds = args.max_seconds if args.max_seconds is not None else caps.max_seconds
-    audio = AudioOptions(
-        format=args.audio_format,
-        sample_rate=args.sample_rate or None,
-        max_seconds=None if agl1k else max_seconds,
-        max_bytes=caps.file_api_bytes or caps.max_request_bytes,
-        passthrough=agl1k,
-    )
+    audio = _audio_options(args, caps, max_seconds, agl1k)
     sent = ["original"] if agl1k else [audio.format, audio.sample_rate, audio.max_seconds]
     ident = {**params, "audio": sent, "protocol": args.protocol,
              "json_schema": bool(args.json_schema and caps.json_schema)}  # fmt: skip
@@ -92,12 +115,7 @@ def run_query(args: argparse.Namespace) -> int:
         )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    audio_dir = args.audio_dir if args.audio_dir is not None else Path(args.manifest).parent
-    clips, missing = query.read_manifest(args.manifest, audio_dir)
-    if args.limit is not None:
-        clips = clips[: args.limit]
-    if not clips:
-        raise ParameterError(f"no clip of {args.manifest} has its audio in {audio_dir}")
+    clips, missing = _clips(args)
     jobs = query.build_jobs(
         clips, args.provider, args.model, tmpl.text, tmpl.sha256, ident,
         (price.audio_tokens_per_second if price and price.audio_tokens_per_second
@@ -130,21 +148,18 @@ def run_query(args: argparse.Namespace) -> int:
         path = out / query.output_name(args.model)
         tbl = query.export(engine, jobs, path)
         n_errors = tbl.column("answer_class").to_pylist().count("error")
-    query.write_run_info(
-        out / "run.json",
-        {
-            "provider": args.provider,
-            "model": args.model,
-            "base_url": redact(provider.base_url, key),
-            "prompt_id": tmpl.id,
-            "prompt_hash": tmpl.sha256,
-            "protocol": args.protocol,
-            "params": params,
-            "audio": vars(audio),
-            "n_missing_audio": len(missing),
-            "summary": vars(summary),
-            "output": path.name,
-        },
-        secrets=(key,),
-    )
+    run_info = {
+        "provider": args.provider,
+        "model": args.model,
+        "base_url": redact(provider.base_url, key),
+        "prompt_id": tmpl.id,
+        "prompt_hash": tmpl.sha256,
+        "protocol": args.protocol,
+        "params": params,
+        "audio": vars(audio),
+        "n_missing_audio": len(missing),
+        "summary": vars(summary),
+        "output": path.name,
+    }
+    query.write_run_info(out / "run.json", run_info, secrets=(key,))
     return exit_status(summary, n_errors)

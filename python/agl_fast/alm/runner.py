@@ -201,6 +201,110 @@ class Engine:
         row.update(kw)
         return row
 
+    async def _audio(self, job: Job) -> tuple[PreparedAudio | None, dict[str, Any]] | None:
+        """The job's audio as sent and its row fields; None (with an error
+        row written) when the file cannot be prepared."""
+        if job.audio_path is None:
+            return None, {}
+        try:
+            if self.audio.passthrough:
+                audio = await asyncio.to_thread(passthrough, job.audio_path, self.audio.max_bytes)
+            else:
+                audio = await asyncio.to_thread(
+                    prepare, job.audio_path, self.audio.format, self.audio.sample_rate,
+                    self.audio.max_seconds, self.audio.max_bytes, self.audio.mono,
+                )  # fmt: skip
+        except Exception as exc:
+            self.store.put(
+                self._row(
+                    job,
+                    answer_class="error",
+                    retryable=0,
+                    attempts=0,
+                    error=f"audio: {type(exc).__name__}: {exc}",
+                    error_type=type(exc).__name__,
+                )
+            )
+            self.summary.n_failed += 1
+            return None
+        extra = {
+            "audio_seconds_sent": audio.seconds_sent,
+            "audio_seconds_original": audio.seconds_original,
+            "truncated": int(audio.truncated),
+        }
+        return audio, extra
+
+    def _retry(
+        self, job: Job, exc: ProviderError, attempt: int
+    ) -> tuple[ProviderError, float | None]:
+        """The error to record and the wait before the next attempt (None:
+        give up now)."""
+        cap = self.limits.max_retry_wait
+        delay = backoff_delay(
+            attempt - 1, self.limits.backoff_base, min(self.limits.backoff_cap, cap), self.rng
+        )
+        if exc.retry_after is not None and not exc.retry_after <= cap:
+            err = ProviderError(
+                f"{exc}; the server asked to retry after "
+                f"{exc.retry_after_raw or exc.retry_after} s, over --max-retry-wait {cap:g} s",
+                status=exc.status,
+                retryable=True,
+                error_type="RateLimited",
+            )
+            _log.warning("%s: %s", job.key, redact(str(err), self.provider.key))
+            return err, None
+        if exc.retry_after is not None:
+            delay = max(delay, exc.retry_after)
+        return exc, delay
+
+    def _answered(
+        self, job: Job, reply: Any, t0: float, attempt: int, extra: dict[str, Any]
+    ) -> None:
+        """Store an answer and count it."""
+        cls = self.classify(reply)
+        cost = self._cost(job, reply)
+        self.store.put(
+            self._row(
+                job,
+                answer_class=cls,
+                retryable=0,
+                raw_text=reply.text,
+                reasoning=reply.reasoning,
+                finish_reason=reply.finish_reason,
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                audio_tokens=reply.audio_tokens,
+                cost_usd=cost,
+                latency_s=time.monotonic() - t0,
+                attempts=attempt,
+                http_status=200,
+                **extra,
+            )
+        )
+        self.summary.n_answered += 1
+        self.summary.cost_usd += cost or 0.0
+        self.summary.classes[cls] = self.summary.classes.get(cls, 0) + 1
+
+    def _failed(
+        self, job: Job, err: ProviderError | None, t0: float, attempt: int, extra: dict[str, Any]
+    ) -> None:
+        """Store the error row of a job that got no answer."""
+        self.store.put(
+            self._row(
+                job,
+                answer_class="error",
+                retryable=int(bool(err and err.retryable)),
+                attempts=attempt,
+                http_status=err.status if err else None,
+                error=str(err) if err else "run stopped: authentication failed",
+                error_type=err.error_type if err else "AuthenticationFailed",
+                latency_s=time.monotonic() - t0,
+                **extra,
+            )
+        )
+        self.summary.n_failed += 1
+        self.summary.classes["error"] = self.summary.classes.get("error", 0) + 1
+
     async def _one(
         self,
         client: httpx.AsyncClient,
@@ -209,42 +313,10 @@ class Engine:
         tpm: TokenBucket,
         breaker: CircuitBreaker,
     ) -> None:
-        audio: PreparedAudio | None = None
-        extra: dict[str, Any] = {}
-        if job.audio_path is not None:
-            try:
-                if self.audio.passthrough:
-                    audio = await asyncio.to_thread(
-                        passthrough, job.audio_path, self.audio.max_bytes
-                    )
-                else:
-                    audio = await asyncio.to_thread(
-                        prepare,
-                        job.audio_path,
-                        self.audio.format,
-                        self.audio.sample_rate,
-                        self.audio.max_seconds,
-                        self.audio.max_bytes,
-                        self.audio.mono,
-                    )
-            except Exception as exc:
-                self.store.put(
-                    self._row(
-                        job,
-                        answer_class="error",
-                        retryable=0,
-                        attempts=0,
-                        error=f"audio: {type(exc).__name__}: {exc}",
-                        error_type=type(exc).__name__,
-                    )
-                )
-                self.summary.n_failed += 1
-                return
-            extra = {
-                "audio_seconds_sent": audio.seconds_sent,
-                "audio_seconds_original": audio.seconds_original,
-                "truncated": int(audio.truncated),
-            }
+        prepared = await self._audio(job)
+        if prepared is None:
+            return
+        audio, extra = prepared
         max_out = self.params.get("max_tokens") or 1024
         err: ProviderError | None = None
         t0 = time.monotonic()
@@ -270,24 +342,9 @@ class Engine:
                         self._stop = "auth"
                     break
                 breaker.failure()
-                cap = self.limits.max_retry_wait
-                delay = backoff_delay(
-                    attempt - 1, self.limits.backoff_base, min(self.limits.backoff_cap, cap),
-                    self.rng,
-                )  # fmt: skip
-                if exc.retry_after is not None and not exc.retry_after <= cap:
-                    err = ProviderError(
-                        f"{exc}; the server asked to retry after "
-                        f"{exc.retry_after_raw or exc.retry_after} s, over "
-                        f"--max-retry-wait {cap:g} s",
-                        status=exc.status,
-                        retryable=True,
-                        error_type="RateLimited",
-                    )
-                    _log.warning("%s: %s", job.key, redact(str(err), self.provider.key))
+                err, delay = self._retry(job, exc, attempt)
+                if delay is None:
                     break
-                if exc.retry_after is not None:
-                    delay = max(delay, exc.retry_after)
                 if attempt < self.limits.max_attempts:
                     _log.warning(
                         "%s: attempt %d of %d failed (%s); retrying in %.1f s",
@@ -299,46 +356,10 @@ class Engine:
             breaker.success()
             used = (reply.prompt_tokens or job.est_prompt_tokens) + (reply.completion_tokens or 0)
             tpm.adjust(want - used)
-            cls = self.classify(reply)
-            cost = self._cost(job, reply)
-            self.store.put(
-                self._row(
-                    job,
-                    answer_class=cls,
-                    retryable=0,
-                    raw_text=reply.text,
-                    reasoning=reply.reasoning,
-                    finish_reason=reply.finish_reason,
-                    prompt_tokens=reply.prompt_tokens,
-                    completion_tokens=reply.completion_tokens,
-                    audio_tokens=reply.audio_tokens,
-                    cost_usd=cost,
-                    latency_s=time.monotonic() - t0,
-                    attempts=attempt,
-                    http_status=200,
-                    **extra,
-                )
-            )
-            self.summary.n_answered += 1
-            self.summary.cost_usd += cost or 0.0
-            self.summary.classes[cls] = self.summary.classes.get(cls, 0) + 1
+            self._answered(job, reply, t0, attempt, extra)
             return
         assert err is not None or self._stop == "auth"
-        self.store.put(
-            self._row(
-                job,
-                answer_class="error",
-                retryable=int(bool(err and err.retryable)),
-                attempts=attempt,
-                http_status=err.status if err else None,
-                error=str(err) if err else "run stopped: authentication failed",
-                error_type=err.error_type if err else "AuthenticationFailed",
-                latency_s=time.monotonic() - t0,
-                **extra,
-            )
-        )
-        self.summary.n_failed += 1
-        self.summary.classes["error"] = self.summary.classes.get("error", 0) + 1
+        self._failed(job, err, t0, attempt, extra)
 
     async def _worker(
         self,

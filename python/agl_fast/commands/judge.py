@@ -44,26 +44,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return j
 
 
-def run(args: argparse.Namespace) -> int:
-    """Execute ``judge``; returns the exit status."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from ..alm import cost, judges
-    from ..alm.keys import resolve_key
+def _reasoning(paths: list[str]) -> dict[str, str]:
+    """Each clip's reasoning text (the ``reason`` field, else the parsed
+    answer's, else the whole output), the first file that has one winning."""
     from ..alm.parse import parse_answer
-    from ..alm.prompts import contribution_prompt, get_template
-    from ..alm.providers import make_provider
-    from ..alm.runner import Engine, Job
-    from ..alm.store import Store, cache_key
     from ..evaluate.readers import read_predictions
-    from ..exceptions import ParameterError
 
-    tmpl = get_template(args.prompt)
-    params = request_params(args)
-    extra = sampling_free(params)
     reasoning: dict[str, str] = {}
-    for path in args.pred:
+    for path in paths:
         df, _ = read_predictions(path)
         for _, r in df.iterrows():
             text = r.get("reason") if "reason" in df.columns else None
@@ -71,6 +59,14 @@ def run(args: argparse.Namespace) -> int:
                 text = parse_answer(r.get("model_output")).reason or r.get("model_output")
             if isinstance(text, str) and text.strip():
                 reasoning.setdefault(str(r["question_id"]), text.strip())
+    return reasoning
+
+
+def _categories(args: argparse.Namespace, reasoning: dict[str, str]) -> dict[str, list[str]]:
+    """Each clip's categories: from a tagged manifest, a key,category CSV or
+    one list for all."""
+    from ..exceptions import ParameterError
+
     cats: dict[str, list[str]] = {}
     if args.manifest:
         from .. import manifest
@@ -95,57 +91,92 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("give --manifest TABLE, --categories FILE or --clip-categories CSV")
     if not cats:
         raise ParameterError("no clip has both a reasoning text and categories")
+    return cats
+
+
+def _judge(
+    args: argparse.Namespace,
+    spec: str,
+    store: Any,
+    cats: dict[str, list[str]],
+    reasoning: dict[str, str],
+    raw: dict[str, list[Any]],
+) -> tuple[int, dict[str, dict[str, float] | None]]:
+    """Run one judge model over every clip; append its scores to ``raw``
+    and return its exit status and scores by clip."""
+    from ..alm import cost, judges
+    from ..alm.keys import resolve_key
+    from ..alm.prompts import contribution_prompt, get_template
+    from ..alm.providers import make_provider
+    from ..alm.runner import Engine, Job
+    from ..alm.store import cache_key
+    from ..exceptions import ParameterError
+
+    tmpl = get_template(args.prompt)
+    params = request_params(args)
+    name, at, url = spec.partition("@")
+    prov, sep, model = name.partition(":")
+    if not sep or not model or (at and not url):
+        raise ParameterError(f"--judge must be PROVIDER:MODEL[@BASE_URL], got {spec!r}")
+    provider = make_provider(
+        prov, resolve_key(prov, required=prov != "vllm"), base_url=url or args.base_url,
+        timeout=args.timeout, extra=sampling_free(params),
+    )  # fmt: skip
+    price = cost.lookup(model, prov, cost.load_prices(args.prices))
+    if args.max_cost is not None and price is None:
+        raise ParameterError(f"--max-cost needs a price for judge model {model!r}")
+    jobs = []
+    for k, cl in cats.items():
+        prompt = contribution_prompt(cl, reasoning[k], tmpl)
+        h = judges.input_hash(reasoning[k], cl)
+        pt, _ = cost.estimate_tokens(prompt, 0.0, 0.0)
+        jobs.append(Job(k, cache_key(prov, model, tmpl.sha256, h, params), prompt, h,
+                        est_prompt_tokens=pt))  # fmt: skip
+    engine = Engine(
+        provider, model, store, params, tmpl.id, tmpl.sha256, judges.judge_class,
+        price=price, limits=limits(args), max_cost=args.max_cost,
+        rerun_failed=args.rerun_failed, progress=not args.no_progress,
+    )  # fmt: skip
+    code = exit_status(engine.run(jobs))
+    scores: dict[str, dict[str, float] | None] = {}
+    for jb in jobs:
+        row = store.get(jb.cache_key)
+        if row is None:
+            continue
+        if row["answer_class"] == "ok":
+            obj = judges.first_json_object(row["raw_text"])
+            s, _, status = judges.validate_scores(obj, cats[jb.key])
+        else:
+            s, status = None, row["answer_class"]
+        scores[jb.key] = s
+        for c in cats[jb.key]:
+            raw["key"].append(jb.key)
+            raw["judge"].append(spec)
+            raw["category"].append(c)
+            raw["score"].append(None if s is None else s[c])
+            raw["status"].append(status)
+    return code, scores
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``judge``; returns the exit status."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..alm import judges
+    from ..alm.store import Store
+
+    reasoning = _reasoning(args.pred)
+    cats = _categories(args, reasoning)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    table = cost.load_prices(args.prices)
     per_judge: dict[str, dict[str, dict[str, float] | None]] = {}
     raw: dict[str, list[Any]] = {f.name: [] for f in judges.SCORES_SCHEMA}
     code = 0
     with Store(out / "judges.sqlite") as store:
         for spec in args.judge:
-            name, at, url = spec.partition("@")
-            prov, sep, model = name.partition(":")
-            if not sep or not model or (at and not url):
-                raise ParameterError(f"--judge must be PROVIDER:MODEL[@BASE_URL], got {spec!r}")
-            provider = make_provider(
-                prov, resolve_key(prov, required=prov != "vllm"), base_url=url or args.base_url,
-                timeout=args.timeout, extra=extra,
-            )  # fmt: skip
-            price = cost.lookup(model, prov, table)
-            if args.max_cost is not None and price is None:
-                raise ParameterError(f"--max-cost needs a price for judge model {model!r}")
-            jobs = []
-            for k, cl in cats.items():
-                prompt = contribution_prompt(cl, reasoning[k], tmpl)
-                h = judges.input_hash(reasoning[k], cl)
-                pt, _ = cost.estimate_tokens(prompt, 0.0, 0.0)
-                jobs.append(Job(k, cache_key(prov, model, tmpl.sha256, h, params), prompt, h,
-                                est_prompt_tokens=pt))  # fmt: skip
-            engine = Engine(
-                provider, model, store, params, tmpl.id, tmpl.sha256, judges.judge_class,
-                price=price, limits=limits(args), max_cost=args.max_cost,
-                rerun_failed=args.rerun_failed, progress=not args.no_progress,
-            )  # fmt: skip
-            summary = engine.run(jobs)
-            code = max(code, exit_status(summary))
-            scores: dict[str, dict[str, float] | None] = {}
-            for jb in jobs:
-                row = store.get(jb.cache_key)
-                if row is None:
-                    continue
-                if row["answer_class"] == "ok":
-                    obj = judges.first_json_object(row["raw_text"])
-                    s, _, status = judges.validate_scores(obj, cats[jb.key])
-                else:
-                    s, status = None, row["answer_class"]
-                scores[jb.key] = s
-                for c in cats[jb.key]:
-                    raw["key"].append(jb.key)
-                    raw["judge"].append(spec)
-                    raw["category"].append(c)
-                    raw["score"].append(None if s is None else s[c])
-                    raw["status"].append(status)
-            per_judge[spec] = scores
+            status, per_judge[spec] = _judge(args, spec, store, cats, reasoning, raw)
+            code = max(code, status)
     pq.write_table(judges.aggregate(per_judge, cats), str(out / "contributions.parquet"))
     pq.write_table(pa.Table.from_pydict(raw, schema=judges.SCORES_SCHEMA),
                    str(out / "judge_scores.parquet"))  # fmt: skip
