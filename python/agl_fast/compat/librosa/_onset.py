@@ -95,7 +95,7 @@ def onset_strength_multi(
         aggregate = np.mean
     if S is None:
         S = power_to_db(np.abs(feature(y=y, sr=sr, n_fft=n_fft, hop_length=hop_length, **kwargs)))
-    S = np.atleast_2d(_args.array("S", S))
+    S = np.atleast_2d(_args.array("S", S, complex_ok=True))
     if lag >= S.shape[-1]:
         raise ParameterError(f"lag={lag} must be below the number of frames ({S.shape[-1]})")
     if max_size > _MAX_FILTER:
