@@ -106,29 +106,16 @@ def _check_join(path: str, jr: Any, truth_path: str, pred: Any, truth: Any) -> N
         )  # fmt: skip
 
 
-def _run(args: argparse.Namespace) -> int:
-    import numpy as np
-    import pandas as pd
-
+def _inputs(
+    args: argparse.Namespace, truth: Any, n_scorable: int
+) -> tuple[list[tuple[str, Any, dict[str, Any]]], dict[str, Any]]:
+    """The prediction files (one per model, joined to the truth and
+    checked) plus the paper's baselines when asked: ``(model, predictions,
+    log entry)``, and the clips each model answered."""
     from .baselines import PAPER_BASELINES, baseline_predictions
-    from .metrics import continent_confusion
-    from .readers import COORDINATE_PROBLEM, model_name, read_predictions, read_truth
-    from .report import (
-        COMMON,
-        coverage_note,
-        leaderboard,
-        regional_table,
-        tidy_metrics,
-        truth_subset_sizes,
-    )
-    from .score import join, score
+    from .readers import model_name, read_predictions
+    from .score import join
 
-    truth = read_truth(args.truth)
-    excluded = truth[truth[COORDINATE_PROBLEM].notna()]
-    scorable = truth[truth[COORDINATE_PROBLEM].isna()]
-    sizes = truth_subset_sizes(scorable)
-    aliases = args.aliases or str(Path(args.truth).with_name("agl1k_country_aliases.tsv"))
-    modes: tuple[Any, ...] = MODES if args.mode == "both" else (args.mode,)
     inputs: list[tuple[str, Any, dict[str, Any]]] = []
     answered: dict[str, Any] = {}
     for path in args.pred:
@@ -139,22 +126,38 @@ def _run(args: argparse.Namespace) -> int:
         joined, jr = join(pred, truth)
         _check_join(path, jr, args.truth, pred, truth)
         answered[name] = joined["question_id"]
-        cover = {"n": jr.n_scored, "n_truth": len(scorable), "coverage": jr.coverage}
+        cover = {"n": jr.n_scored, "n_truth": n_scorable, "coverage": jr.coverage}
         inputs.append((name, pred, {"read": vars(rr), "coverage": cover}))
-    common, warning = coverage_note(answered, len(scorable))
-    if warning:
-        _log.warning("%s", warning)
-    compare = common if warning and common else None
     if args.baselines:
         for row, name in PAPER_BASELINES.items():
             inputs.append((row, baseline_predictions(truth, name, seed=args.seed), {}))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    return inputs, answered
+
+
+def _score_all(
+    args: argparse.Namespace,
+    truth: Any,
+    inputs: list[tuple[str, Any, dict[str, Any]]],
+    modes: tuple[Any, ...],
+    common: Any,
+    out: Path,
+) -> tuple[Any, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Score every model in every mode: the tidy metrics, the log, and the
+    per-run confusions, distances and maps for the figures."""
+    import numpy as np
+    import pandas as pd
+
+    from .baselines import PAPER_BASELINES
+    from .metrics import continent_confusion
+    from .readers import COORDINATE_PROBLEM
+    from .report import regional_table, tidy_metrics, truth_subset_sizes
+    from .score import score
+
+    sizes = truth_subset_sizes(truth[truth[COORDINATE_PROBLEM].isna()])
+    aliases = args.aliases or str(Path(args.truth).with_name("agl1k_country_aliases.tsv"))
     tables: list[Any] = []
     log: dict[str, dict[str, Any]] = {}
-    dists: dict[str, Any] = {}
-    confusions: dict[str, Any] = {}
-    maps: dict[str, Any] = {}
+    plots: dict[str, dict[str, Any]] = {"confusions": {}, "dists": {}, "maps": {}}
     for mode in modes:
         for model, pred, info in inputs:
             scored, jr = score(pred, truth, mode=mode, aliases_path=aliases)
@@ -162,16 +165,16 @@ def _run(args: argparse.Namespace) -> int:
             tag = f"{model}.{mode}"
             scored.to_parquet(out / f"{tag}.rows.parquet", index=False)
             tables.append(tidy_metrics(model, scored, n_boot=args.n_boot, seed=args.seed,
-                                       truth_sizes=sizes, common=compare))  # fmt: skip
+                                       truth_sizes=sizes, common=common))  # fmt: skip
             if model in PAPER_BASELINES:
                 continue
-            confusions[tag] = continent_confusion(scored)
-            confusions[tag].to_csv(out / f"{tag}.confusion.csv")
-            dists[tag] = scored["distance_km"].to_numpy()
+            plots["confusions"][tag] = continent_confusion(scored)
+            plots["confusions"][tag].to_csv(out / f"{tag}.confusion.csv")
+            plots["dists"][tag] = scored["distance_km"].to_numpy()
             located = scored.merge(
                 truth[["key", "latitude", "longitude"]], left_on="question_id", right_on="key"
             )
-            maps[tag] = (
+            plots["maps"][tag] = (
                 located["latitude"].to_numpy(np.float64),
                 located["longitude"].to_numpy(np.float64),
                 located["distance_km"].to_numpy(np.float64),
@@ -182,13 +185,15 @@ def _run(args: argparse.Namespace) -> int:
                     out / f"{tag}.{suffix}.csv", index=False
                 )
             log.setdefault(model, dict(info))[f"join_{mode}"] = vars(jr)
-    tidy = pd.concat(tables, ignore_index=True)
-    tidy.to_parquet(out / "metrics.parquet", index=False)
-    tidy.to_csv(out / "metrics.csv", index=False)
-    head = f"truth: {Path(args.truth).name}, {len(scorable)} scorable clips"
-    if len(excluded):
-        head += f" ({len(excluded)} more excluded: invalid coordinates)"
-    board = head + "\n\n" + (f"**Warning:** {warning}.\n\n" if warning else "")
+    return pd.concat(tables, ignore_index=True), log, plots
+
+
+def _board(tidy: Any, modes: tuple[Any, ...], compare: Any, notes: list[str]) -> str:
+    """``leaderboard.md``: a heading, any warning, then each mode's table
+    (and its common-subset table when the runs answered different clips)."""
+    from .report import COMMON, leaderboard
+
+    board = notes[0] + "\n\n" + (f"**Warning:** {notes[1]}.\n\n" if notes[1] else "")
     for m in modes:
         part = tidy[tidy["mode"] == m]
         board += f"## {m}{' (headline: the published rules)' if m == 'agl1k' else ''}\n\n"
@@ -196,6 +201,63 @@ def _run(args: argparse.Namespace) -> int:
         if compare:
             board += f"### common subset ({m}): the {len(compare)} clips every run answered\n\n"
             board += leaderboard(part, subset=COMMON) + "\n"
+    return board
+
+
+def _figures(
+    args: argparse.Namespace,
+    inputs: list[tuple[str, Any, dict[str, Any]]],
+    plots: dict[str, dict[str, Any]],
+    modes: tuple[Any, ...],
+    out: Path,
+) -> None:
+    """The cue table and chart (``--cues``) and the figures (``--figures``)."""
+    from .baselines import PAPER_BASELINES
+
+    if args.cues:
+        from .cues import cue_table, save_cue_chart
+
+        cues = cue_table((m, p) for m, p, _ in inputs if m not in PAPER_BASELINES)
+        cues.to_csv(out / "cues.csv", index=False)
+        if args.figures:
+            save_cue_chart(cues[cues["n_texts"] > 0], out / "cues.png")
+    if not args.figures:
+        return
+    from .figures import confusion_heatmap, error_cdfs, error_map
+
+    maps, dists = plots["maps"], plots["dists"]
+    for tag, conf in plots["confusions"].items():
+        confusion_heatmap(conf, f"{tag} (n={len(maps[tag][2])})", out / f"{tag}.confusion.png")
+    for mode in modes:
+        d = {k.rsplit(".", 1)[0]: v for k, v in dists.items() if k.endswith(f".{mode}")}
+        error_cdfs(d, f"distance error ({mode})", out / f"error_cdf.{mode}.png")
+    for tag, (lat, lon, d, cov) in maps.items():
+        title = f"{tag}: error by recording location (n={len(d)}, {cov:.1%} of the truth)"
+        error_map(lat, lon, d, title, out / f"{tag}.map.png")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .readers import COORDINATE_PROBLEM, read_truth
+    from .report import coverage_note
+
+    truth = read_truth(args.truth)
+    excluded = truth[truth[COORDINATE_PROBLEM].notna()]
+    scorable = truth[truth[COORDINATE_PROBLEM].isna()]
+    modes: tuple[Any, ...] = MODES if args.mode == "both" else (args.mode,)
+    inputs, answered = _inputs(args, truth, len(scorable))
+    common, warning = coverage_note(answered, len(scorable))
+    if warning:
+        _log.warning("%s", warning)
+    compare = common if warning and common else None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tidy, log, plots = _score_all(args, truth, inputs, modes, compare, out)
+    tidy.to_parquet(out / "metrics.parquet", index=False)
+    tidy.to_csv(out / "metrics.csv", index=False)
+    head = f"truth: {Path(args.truth).name}, {len(scorable)} scorable clips"
+    if len(excluded):
+        head += f" ({len(excluded)} more excluded: invalid coordinates)"
+    board = _board(tidy, modes, compare, [head, warning])
     (out / "leaderboard.md").write_text(board, encoding="utf-8")
     log["truth"] = {
         "path": str(args.truth),
@@ -209,24 +271,6 @@ def _run(args: argparse.Namespace) -> int:
     }
     log["comparison"] = {"same_clips": not warning, "n_common": len(common), "warning": warning}
     (out / "report.json").write_text(json.dumps(log, indent=2, default=str), encoding="utf-8")
-    if args.cues:
-        from .cues import cue_table, save_cue_chart
-
-        cues = cue_table((m, p) for m, p, _ in inputs if m not in PAPER_BASELINES)
-        cues.to_csv(out / "cues.csv", index=False)
-        if args.figures:
-            save_cue_chart(cues[cues["n_texts"] > 0], out / "cues.png")
-    if args.figures:
-        from .figures import confusion_heatmap, error_cdfs, error_map
-
-        for tag, conf in confusions.items():
-            n = len(maps[tag][2])
-            confusion_heatmap(conf, f"{tag} (n={n})", out / f"{tag}.confusion.png")
-        for mode in modes:
-            d = {k.rsplit(".", 1)[0]: v for k, v in dists.items() if k.endswith(f".{mode}")}
-            error_cdfs(d, f"distance error ({mode})", out / f"error_cdf.{mode}.png")
-        for tag, (lat, lon, d, cov) in maps.items():
-            title = f"{tag}: error by recording location (n={len(d)}, {cov:.1%} of the truth)"
-            error_map(lat, lon, d, title, out / f"{tag}.map.png")
+    _figures(args, inputs, plots, modes, out)
     print(board, end="")
     return 0
