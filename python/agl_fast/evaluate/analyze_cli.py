@@ -149,21 +149,15 @@ def _code(summary: Any, n_unlabelled: int) -> int:
     return EXIT_FAILED if n_unlabelled else 0
 
 
-def _run_causes(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from ..alm.labels import LabelItem, LabelSet, read_overrides
-    from ..alm.prompts import get_template, label_prompt
-    from .causes import CAUSES, LABEL_COLUMNS, REFUSAL, cause_case, cause_table, misclassified
+def _cause_cases(args: argparse.Namespace, tmpl: Any) -> list[dict[str, Any]]:
+    """One case per misclassified answer (at most ``--sample`` per model):
+    the places, the reasoning and the labelling prompt."""
+    from ..alm.prompts import label_prompt
+    from .causes import CAUSES, cause_case, misclassified
     from .cues import reasoning_texts
     from .readers import model_name, read_predictions, read_truth
     from .score import score
 
-    label_set = LabelSet("error-cause", tuple(CAUSES))
-    tmpl = get_template(args.prompt)
-    overrides = read_overrides(args.overrides, label_set) if args.overrides else {}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     truth = read_truth(args.truth)
     cities = dict(zip(truth["key"].astype(str), truth["city"], strict=False))
     aliases = args.aliases or str(Path(args.truth).with_name("agl1k_country_aliases.tsv"))
@@ -190,6 +184,48 @@ def _run_causes(args: argparse.Namespace) -> int:
             cases.append({"model": model, "key": qid, "true_country": r.true_country,
                           "pred_country": r.pred_country, "refused": bool(r.refused),
                           "prompt": label_prompt(tmpl, CAUSES, case)})  # fmt: skip
+    return cases
+
+
+def _cause_row(
+    args: argparse.Namespace, c: dict[str, Any], overrides: Any, results: Any, tmpl: Any
+) -> dict[str, Any]:
+    """A case's label row: an override, the refusal rule, or the model's label."""
+    from .causes import LABEL_COLUMNS, REFUSAL
+
+    hit = _override(overrides, c["key"], c["model"])
+    row = {k: c.get(k) for k in LABEL_COLUMNS}
+    row.update(labeller=None, prompt_id=None, prompt_hash=None, attempts=0, raw_text=None)
+    if hit is not None:
+        row.update(cause=hit[0], source="override", status="ok")
+    elif c["refused"]:
+        row.update(cause=REFUSAL, source="rule", status="ok")
+    else:
+        res = results.get(f"{c['model']}\x1f{c['key']}")
+        if res is None:
+            row.update(cause=None, source="none", status="unlabelled")
+        else:
+            row.update(
+                cause=res.labels[0] if res.labels else None, source="model",
+                status=res.status, attempts=res.attempts, raw_text=res.raw_text,
+                labeller=args.labeller, prompt_id=tmpl.id, prompt_hash=tmpl.sha256,
+            )  # fmt: skip
+    return row
+
+
+def _run_causes(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ..alm.labels import LabelItem, LabelSet, read_overrides
+    from ..alm.prompts import get_template
+    from .causes import CAUSES, LABEL_COLUMNS, cause_table
+
+    label_set = LabelSet("error-cause", tuple(CAUSES))
+    tmpl = get_template(args.prompt)
+    overrides = read_overrides(args.overrides, label_set) if args.overrides else {}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = _cause_cases(args, tmpl)
     to_ask = [
         LabelItem(f"{c['model']}\x1f{c['key']}", c["prompt"])
         for c in cases
@@ -199,26 +235,7 @@ def _run_causes(args: argparse.Namespace) -> int:
     summary = None
     if args.labeller and to_ask:
         results, summary = _labeller(args, to_ask, label_set, tmpl)
-    rows = []
-    for c in cases:
-        hit = _override(overrides, c["key"], c["model"])
-        row = {k: c.get(k) for k in LABEL_COLUMNS}
-        row.update(labeller=None, prompt_id=None, prompt_hash=None, attempts=0, raw_text=None)
-        if hit is not None:
-            row.update(cause=hit[0], source="override", status="ok")
-        elif c["refused"]:
-            row.update(cause=REFUSAL, source="rule", status="ok")
-        else:
-            res = results.get(f"{c['model']}\x1f{c['key']}")
-            if res is None:
-                row.update(cause=None, source="none", status="unlabelled")
-            else:
-                row.update(
-                    cause=res.labels[0] if res.labels else None, source="model",
-                    status=res.status, attempts=res.attempts, raw_text=res.raw_text,
-                    labeller=args.labeller, prompt_id=tmpl.id, prompt_hash=tmpl.sha256,
-                )  # fmt: skip
-        rows.append(row)
+    rows = [_cause_row(args, c, overrides, results, tmpl) for c in cases]
     labels = pd.DataFrame(rows, columns=list(LABEL_COLUMNS))
     labels.to_csv(out / "causes.csv", index=False)
     table = cause_table(labels) if len(labels) else pd.DataFrame()
