@@ -17,7 +17,7 @@ import agl_fast  # noqa: E402
 import agl_fast.quality  # noqa: E402
 from agl_fast.cli import main  # noqa: E402
 from agl_fast.exceptions import ParameterError  # noqa: E402
-from agl_fast.localizability.benchmark import _filter_args  # noqa: E402
+from agl_fast.localizability.benchmark import curate_filter_args as _filter_args  # noqa: E402
 from agl_fast.pipeline import BatchConfig, process_batch  # noqa: E402
 from agl_fast.pipeline.batch import build_stages  # noqa: E402
 from agl_fast.quality import DEFAULT_THRESHOLDS  # noqa: E402

@@ -116,10 +116,12 @@ def _step(name: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> None:
         raise AglError(f"step {name!r} failed with exit status {code}")
 
 
-def _filter_args(cur: dict[str, Any]) -> list[str]:
-    """``curate`` flags from ``[curate] fraction_scheme`` and ``[curate.thresholds]``."""
+def curate_filter_args(cur: dict[str, Any]) -> list[str]:
+    """``curate`` flags from ``[curate] fraction_scheme`` and
+    ``[curate.thresholds]`` (names and values checked by the quality-filter
+    registry, :func:`agl_fast.quality_filters.check_thresholds`)."""
     from ..pipeline.filter_flags import flag_of
-    from ..quality import DEFAULT_THRESHOLDS
+    from ..quality_filters import check_thresholds, defaults
 
     argv: list[str] = []
     if "fraction_scheme" in cur:
@@ -127,15 +129,15 @@ def _filter_args(cur: dict[str, Any]) -> list[str]:
     th = cur.get("thresholds", {})
     if not isinstance(th, dict):
         raise ParameterError("config: [curate] thresholds must be a table")
-    for name, value in th.items():
-        if name not in DEFAULT_THRESHOLDS:
+    known = defaults()
+    for name in th:
+        if name not in known:
             raise ParameterError(
-                f"config: unknown [curate.thresholds] {name!r}; "
-                f"allowed: {sorted(DEFAULT_THRESHOLDS)}"
+                f"config: unknown [curate.thresholds] {name!r}; allowed: {sorted(known)}"
             )
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ParameterError(f"config: [curate.thresholds] {name} must be a number")
-        argv += [flag_of(name), repr(float(value))]
+    checked = check_thresholds(th)
+    for name in th:
+        argv += [flag_of(name), repr(checked[name])]
     return argv
 
 
@@ -145,8 +147,8 @@ def _output_name(model: str) -> str:
     return output_name(model)
 
 
-def build(config: str | Path) -> Path:
-    """Run every step of ``config``; returns the output folder."""
+def _load(config: str | Path) -> tuple[dict[str, Any], Path]:
+    """The parsed configuration and the folder its paths are relative to."""
     cfg_path = Path(config)
     if not cfg_path.is_file():
         raise ParameterError(f"config not found: {cfg_path}")
@@ -154,25 +156,13 @@ def build(config: str | Path) -> Path:
         cfg = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ParameterError(f"{cfg_path}: not valid TOML ({exc})") from None
-    here = cfg_path.resolve().parent
+    return cfg, cfg_path.resolve().parent
 
-    def path(v: Any) -> str:
-        return str((here / str(v)).resolve())
 
-    out = Path(path(cfg.get("out", "build")))
-    out.mkdir(parents=True, exist_ok=True)
-    cur = _section(cfg, "curate")
-    ref = _section(cfg, "reference")
-    judges = cfg.get("judges") or []
-    models = cfg.get("models") or []
-    if not isinstance(judges, list) or not judges:
-        raise ParameterError("config: needs at least one [[judges]] entry")
-    loc = _section(cfg, "localizability", required=False)
-    sel = _section(cfg, "select", required=False)
-    ev = _section(cfg, "evaluate", required=False)
-    n_boot = str(int(ev.get("n_boot", 1000)))
+def _curate(cur: dict[str, Any], out: Path, path: Any) -> Path:
+    """Step 1 and 2: curate the corpus, keep the clips that passed (the pool)."""
+    from .. import manifest
 
-    # 1. curate
     curated = out / "curated"
     argv = ["curate", "--out", str(curated), "--quiet"]
     if cur.get("manifest"):
@@ -181,22 +171,24 @@ def build(config: str | Path) -> Path:
         argv += ["--audio-dir", path(cur["audio_dir"])]
     if cur.get("input"):
         argv.insert(1, path(cur["input"]))
-    argv += _filter_args(cur)
+    argv += curate_filter_args(cur)
     argv += [str(a) for a in cur.get("args", [])]
     if (curated / "parts").is_dir():
         argv.append("--resume")
     _step("curate", argv)
-
-    # 2. the pool: clips that decoded and passed the acoustic filters
-    from .. import manifest
-
     table = manifest.read_manifest(curated / "curated.parquet")
     passed = [bool(v) for v in table.column("passed").to_pylist()]
     pool = out / "pool.parquet"
     manifest.write_manifest(table.filter(passed), pool)
     print(f"pool: {sum(passed)} of {table.num_rows} clips passed", file=sys.stderr)
+    return pool
 
-    # 3. reference model and its errors
+
+def _reference(
+    cfg: dict[str, Any], ref: dict[str, Any], pool: Path, out: Path, ev: list[str]
+) -> Path:
+    """Steps 3 and 4: the reference model's answers on the pool, their
+    errors, and the judges' category contributions."""
     ref_dir = out / "reference"
     _step(
         "reference",
@@ -205,22 +197,28 @@ def build(config: str | Path) -> Path:
         _GO_ON,
     )  # fmt: skip
     ref_pred = ref_dir / _output_name(ref["model"])
-    aliases = ["--aliases", path(ev["aliases"])] if ev.get("aliases") else []
-    argv = ["evaluate", str(ref_pred), "--truth", str(pool), "--out", str(out / "reference_eval"),
-            "--n-boot", n_boot, *aliases]  # fmt: skip
-    _step("reference-eval", argv)
-
-    # 4. judges, categories from the tags
+    _step("reference-eval", ["evaluate", str(ref_pred), "--truth", str(pool), "--out",
+                             str(out / "reference_eval"), *ev])  # fmt: skip
     argv = ["judge", str(ref_pred), "--manifest", str(pool), "--out", str(out / "judges"),
             "--no-progress"]  # fmt: skip
-    for j in judges:
+    for j in cfg.get("judges") or []:
         _model_args(j, "[[judges]]")  # checks provider and model
         url = f"@{j['base_url']}" if j.get("base_url") else ""
         argv += ["--judge", f"{j['provider']}:{j['model']}{url}"]
     argv += [str(a) for a in cfg.get("judge_args", [])]
     _step("judges", argv, _GO_ON)
+    return ref_pred
 
-    # 5. fit, score, select
+
+def _select(
+    loc: dict[str, Any],
+    sel: dict[str, Any],
+    pool: Path,
+    ref_pred: Path,
+    out: Path,
+    aliases: list[str],
+) -> Path:
+    """Step 5: fit the weights, score the pool, select the benchmark."""
     fit_dir = out / "localizability"
     argv = ["localizability", "fit", "--manifest", str(pool), "--reference", str(ref_pred),
             "--contributions", str(out / "judges" / "contributions.parquet"),
@@ -241,8 +239,12 @@ def build(config: str | Path) -> Path:
         if k in sel:
             argv += [f"--{k.replace('_', '-')}", str(sel[k])]
     _step("select", argv)
+    return bench
 
-    # 6. benchmark models and the leaderboard
+
+def _leaderboard(models: list[Any], bench: Path, out: Path, ev: dict[str, Any],
+                 tail: list[str]) -> None:  # fmt: skip
+    """Step 6: the benchmark's models and their leaderboard."""
     runs = []
     for m in models:
         d = out / "runs" / _output_name(m.get("model", "model")).removesuffix(".parquet")
@@ -251,11 +253,40 @@ def build(config: str | Path) -> Path:
               _GO_ON)  # fmt: skip
         runs.append(str(d / _output_name(m["model"])))
     if runs:
-        argv = ["evaluate", *runs, "--truth", str(bench), "--out", str(out / "leaderboard"),
-                "--n-boot", n_boot, *aliases]  # fmt: skip
+        argv = ["evaluate", *runs, "--truth", str(bench), "--out", str(out / "leaderboard"), *tail]
         if ev.get("mode"):
             argv += ["--mode", str(ev["mode"])]
         _step("leaderboard", argv)
+
+
+def build(config: str | Path) -> Path:
+    """Run every step of ``config``; returns the output folder.
+
+    Each step is the ``agl-fast`` command a user would type (so it resumes,
+    logs and fails as that command does), with the paths of the previous
+    steps' outputs.
+    """
+    cfg, here = _load(config)
+
+    def path(v: Any) -> str:
+        return str((here / str(v)).resolve())
+
+    out = Path(path(cfg.get("out", "build")))
+    out.mkdir(parents=True, exist_ok=True)
+    cur = _section(cfg, "curate")
+    ref = _section(cfg, "reference")
+    judges = cfg.get("judges") or []
+    if not isinstance(judges, list) or not judges:
+        raise ParameterError("config: needs at least one [[judges]] entry")
+    ev = _section(cfg, "evaluate", required=False)
+    aliases = ["--aliases", path(ev["aliases"])] if ev.get("aliases") else []
+    tail = ["--n-boot", str(int(ev.get("n_boot", 1000))), *aliases]
+    pool = _curate(cur, out, path)
+    ref_pred = _reference(cfg, ref, pool, out, tail)
+    loc = _section(cfg, "localizability", required=False)
+    sel = _section(cfg, "select", required=False)
+    bench = _select(loc, sel, pool, ref_pred, out, aliases)
+    _leaderboard(cfg.get("models") or [], bench, out, ev, tail)
     return out
 
 
