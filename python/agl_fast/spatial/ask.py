@@ -76,15 +76,38 @@ def _write_clips(root: Path, scenes: list[str], out: Path) -> dict[str, Path]:
     return paths
 
 
+def _answers_table(
+    keys: list[str],
+    rows: list[dict[str, Any]],
+    texts: list[str],
+    classes: list[str],
+    got: list[Any],
+) -> Any:
+    """``answers.parquet``: one row per question with the model's answer."""
+    import pyarrow as pa
+
+    return pa.table({
+        "key": keys,
+        "scene": [r["scene"] for r in rows],
+        "type": [r["type"] for r in rows],
+        "kind": [r.get("kind") for r in rows],
+        "n_sources": pa.array([int(r.get("n_sources", 1)) for r in rows], pa.int32()),
+        "question": [r["question"] for r in rows],
+        "reference": [r["answer"] for r in rows],
+        "model_output": texts,
+        "answer_class": classes,
+        "error": [(g or {}).get("error") for g in got],
+    })  # fmt: skip
+
+
 def ask(args: argparse.Namespace) -> int:
     """Run the questions (see the module docs); returns the exit status."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..alm import cost
     from ..alm.audio import file_hash
     from ..alm.keys import resolve_key
-    from ..alm.options import exit_status, limits, request_params
+    from ..alm.options import exit_status, limits, request_params, sampling_free
     from ..alm.providers import CAPABILITIES, Reply, make_provider
     from ..alm.runner import AudioOptions, Engine, Job
     from ..alm.store import Store, cache_key
@@ -102,8 +125,7 @@ def ask(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     caps = CAPABILITIES[args.provider]
     params = request_params(args)
-    extra = {k: v for k, v in params.items()
-             if k not in ("temperature", "top_p", "max_tokens", "seed")}  # fmt: skip
+    extra = sampling_free(params)
     audio = AudioOptions(format="wav", sample_rate=args.sample_rate or None,
                          max_seconds=caps.max_seconds,
                          max_bytes=caps.file_api_bytes or caps.max_request_bytes,
@@ -138,18 +160,7 @@ def ask(args: argparse.Namespace) -> int:
         got = [store.get(j.cache_key) for j in jobs]
     texts = [(g or {}).get("raw_text") or "" for g in got]
     classes = [(g or {}).get("answer_class") or "not_started" for g in got]
-    table = pa.table({
-        "key": keys,
-        "scene": [r["scene"] for r in rows],
-        "type": [r["type"] for r in rows],
-        "kind": [r.get("kind") for r in rows],
-        "n_sources": pa.array([int(r.get("n_sources", 1)) for r in rows], pa.int32()),
-        "question": [r["question"] for r in rows],
-        "reference": [r["answer"] for r in rows],
-        "model_output": texts,
-        "answer_class": classes,
-        "error": [(g or {}).get("error") for g in got],
-    })  # fmt: skip
+    table = _answers_table(keys, rows, texts, classes, got)
     pq.write_table(table, str(out / "answers.parquet"))
     scores = score_qa(rows, texts)
     scores["n_failed"] = sum(c not in ("ok", "blocked") for c in classes)
