@@ -570,6 +570,8 @@ def _valid_calls(wav: str) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...
             (),
             {"y": y64, "n_fft": 256},
         ),
+        "compat.effects.trim": (compat.effects.trim, (y64,), {}),
+        "compat.effects.split": (compat.effects.split, (y64,), {}),
         "compat.onset.onset_strength": (compat.onset.onset_strength, (), {"y": y64, "sr": SR}),
         "compat.onset.onset_strength_multi": (
             compat.onset.onset_strength_multi,
@@ -607,6 +609,7 @@ def _public_names() -> set[str]:
         ("compat.", compat),
         ("compat.feature.", compat.feature),
         ("compat.onset.", compat.onset),
+        ("compat.effects.", compat.effects),
         ("compat.filters.", compat.filters),
     ):
         for name in mod.__all__:

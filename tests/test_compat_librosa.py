@@ -147,3 +147,19 @@ def test_onset_strength_matches_librosa(rng: np.random.Generator, kwargs: dict) 
     np.testing.assert_array_equal(
         librosa.onset.onset_strength(S=S, sr=22050), real.onset.onset_strength(S=S, sr=22050)
     )
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"top_db": 20}, {"frame_length": 1024, "hop_length": 256}])
+def test_trim_and_split_match_librosa(rng: np.random.Generator, kwargs: dict) -> None:
+    y = np.zeros((2, 6 * 22050), dtype=np.float32)
+    for start in (1.0, 2.5, 4.2):
+        at = int(start * 22050)
+        y[:, at : at + 11025] = 0.3 * rng.standard_normal((2, 11025))
+    y += 1e-5 * rng.standard_normal(y.shape).astype(np.float32)
+    yt, idx = librosa.effects.trim(y, **kwargs)
+    rt, ridx = real.effects.trim(y, **kwargs)
+    np.testing.assert_array_equal(idx, ridx)
+    np.testing.assert_array_equal(yt, rt)
+    np.testing.assert_array_equal(
+        librosa.effects.split(y, **kwargs), real.effects.split(y, **kwargs)
+    )

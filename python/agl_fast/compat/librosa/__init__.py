@@ -446,7 +446,10 @@ core = make_submodule(__name__, "core", {n: globals()[n] for n in _CORE})
 beat = make_submodule(__name__, "beat", {})
 decompose = make_submodule(__name__, "decompose", {})
 display = make_submodule(__name__, "display", {})
-effects = make_submodule(__name__, "effects", {})
+from ._effects import split as _split  # noqa: E402
+from ._effects import trim as _trim  # noqa: E402
+
+effects = make_submodule(__name__, "effects", {"split": _split, "trim": _trim})
 from ._onset import onset_strength, onset_strength_multi  # noqa: E402
 
 onset = make_submodule(

@@ -41,6 +41,8 @@ ACCELERATED: dict[str, tuple[str, ...]] = {
     "feature.spectral_bandwidth": (),
     "feature.spectral_rolloff": (),
     "feature.zero_crossing_rate": ("a ref_magnitude function other than np.max",),
+    "effects.trim": (),
+    "effects.split": (),
     "onset.onset_strength": (),
     "onset.onset_strength_multi": ("sub-band channels",),
     "filters.mel": (),
