@@ -117,14 +117,14 @@ def run(root: Path, accelerated: bool, tag: str) -> tuple[dict[str, str], str]:
     pkg = str(Path(agl_fast.__file__).resolve().parents[1])
     env = dict(os.environ, PYTHONPATH=pkg, MPLBACKEND="Agg")
     xml = root / f"{tag}.xml"
-    cmd = [sys.executable, "-m", "pytest", "-q", "--tb=no", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", "-q", "--tb=no", "-rN", "-p", "no:cacheprovider",
            "-o", "addopts=", "-W", "ignore::DeprecationWarning", "-W",
            "ignore::pytest.PytestUnknownMarkWarning", f"--junitxml={xml}"]  # fmt: skip
     if accelerated:
         cmd += ["-p", "agl_fast.compat.librosa.pytest_plugin", "--agl-librosa"]
     cmd += [f"tests/test_{m}.py" for m in MODULES]
     r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=2400)
-    return outcomes(xml), r.stdout[-3000:]
+    return outcomes(xml), r.stdout
 
 
 def compare(root: Path) -> tuple[dict[str, Counter[str]], list[str], str]:
@@ -164,5 +164,5 @@ if __name__ == "__main__":
     print("| module | passed | failed | error | skipped |\n|---|---:|---:|---:|---:|")
     for module, c in sorted(per_module.items()):
         print(f"| {module} | {c['passed']} | {c['failed']} | {c['error']} | {c['skipped']} |")
-    print(summary.strip().splitlines()[-2:])
+    print([line for line in summary.splitlines() if line.startswith("agl-fast:")])
     print(f"{len(differ)} cases end differently", *differ[:50], sep="\n")
