@@ -70,7 +70,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "alm",
     ),
     "judge": (
-        "agl_fast.commands.judge",
+        "agl_fast.localizability.judge_cli",
         "score category contributions of reasoning texts with judge models",
         "alm",
     ),

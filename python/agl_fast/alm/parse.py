@@ -13,7 +13,7 @@ missing commas, single quotes, unquoted keys), maps key aliases in English
 and Chinese, coerces numbers (``"48.85° N"``, ``"2,35"``, ``"-74.0 W"``) and
 classifies the answer:
 
-``ok``           a valid latitude and longitude;
+``ok``           a valid latitude (:mod:`agl_fast.coords`) and a longitude;
 ``partial``      a JSON object, but no usable coordinate pair;
 ``refusal``      the model declined (refusal phrases, or only unknown values);
 ``blocked``      the provider stopped the answer (``finish_reason`` such as
@@ -30,7 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..coords import LATITUDE_RANGE
+from ..coords import parse_coordinate
+from ..exceptions import InvalidCoordinatesError
 
 STATUSES = ("ok", "partial", "refusal", "blocked", "empty", "unparseable")
 
@@ -154,6 +155,9 @@ def coerce_coordinate(v: Any, axis: str) -> float | None:
 
     A trailing or leading S/W hemisphere letter makes the value negative.
     Returns None for missing or unknown values and for text with no number.
+    The number is not range-checked here: :func:`from_fields` checks the
+    latitude with :func:`agl_fast.coords.parse_coordinate`, the rule every
+    reader of coordinates shares.
     """
     if v is None or isinstance(v, bool):
         return None
@@ -175,6 +179,15 @@ def coerce_coordinate(v: Any, axis: str) -> float | None:
     return x
 
 
+def _valid_latitude(lat: float) -> bool:
+    """Whether ``lat`` is a latitude by the rule of :mod:`agl_fast.coords`."""
+    try:
+        parse_coordinate(lat, "latitude")
+    except InvalidCoordinatesError:
+        return False
+    return True
+
+
 def _text(v: Any) -> str | None:
     if v is None or isinstance(v, (dict, list)):
         return None
@@ -183,12 +196,16 @@ def _text(v: Any) -> str | None:
 
 
 def from_fields(raw: dict[str, Any]) -> ParsedAnswer:
-    """Classify already separated fields (keys as in :data:`KEY_ALIASES`)."""
+    """Classify already separated fields (keys as in :data:`KEY_ALIASES`).
+
+    The answer is ``ok`` when it has both coordinates and its latitude is
+    valid by :func:`agl_fast.coords.parse_coordinate`; a longitude is any
+    finite number (scoring wraps it)."""
     f = _known(raw)
     lat = coerce_coordinate(f.get("latitude"), "lat")
     lon = coerce_coordinate(f.get("longitude"), "lon")
     names = [_text(f.get(k)) for k in ("city", "country", "continent")]
-    if lat is not None and lon is not None and LATITUDE_RANGE[0] <= lat <= LATITUDE_RANGE[1]:
+    if lat is not None and lon is not None and _valid_latitude(lat):
         status = "ok"
     elif lat is None and lon is None and not any(names):
         status = "refusal"

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .. import geo
+from ..coords import LATITUDE_RANGE
 
 REFUSAL_TOKENS = frozenset(
     {"0", "-1", "", "null", "none", "n/a", "na", "unknown", "unable", "cannot", "0.0"}
@@ -125,7 +126,7 @@ def score_rows(joined: pd.DataFrame, aliases: dict[str, str] | None = None) -> p
     )
     lat = np.array([parse_coordinate(v) for v in lat_raw], dtype=np.float64)
     lon = np.array([parse_coordinate(v) for v in lon_raw], dtype=np.float64)
-    lat[np.abs(lat) > 90] = np.nan
+    lat[(lat < LATITUDE_RANGE[0]) | (lat > LATITUDE_RANGE[1])] = np.nan
     with np.errstate(invalid="ignore"):
         lon = np.where(np.isfinite(lon), (lon + 180.0) % 360.0 - 180.0, np.nan)
     d = geo.geodesic(

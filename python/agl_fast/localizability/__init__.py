@@ -7,6 +7,12 @@
 * :func:`top_categories`, :func:`top_categories_chart`, :func:`by_continent`
   — the paper's Figure 3 and Figure 11 views.
 * :func:`judge_agreement` — agreement between contribution judges.
+
+Its commands: ``judge`` (:mod:`.judge_cli`, the contributions),
+``localizability fit|score|select`` (:mod:`.cli`) and ``benchmark build``
+(:mod:`.benchmark`, the whole chain from curation to the leaderboard). The
+package sits above :mod:`agl_fast.alm` and :mod:`agl_fast.evaluate`, which
+never import it.
 """
 
 from __future__ import annotations

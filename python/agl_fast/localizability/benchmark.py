@@ -1,6 +1,6 @@
 """``agl-fast benchmark build CONFIG.toml``: the AGL1K method as one command.
 
-Steps, each the package's own command, outputs under ``out``::
+Steps, each the package's own command (called in-process), outputs under ``out``::
 
     curate       manifest + audio -> curated/curated.parquet (filters, tags)
     pool         the clips that passed -> pool.parquet
@@ -106,12 +106,50 @@ def _model_args(sec: dict[str, Any], where: str) -> list[str]:
     return out + [str(a) for a in sec.get("args", [])]
 
 
-def _step(name: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> None:
-    from ..cli import main
+def _command(name: str) -> Any:
+    """The module of the ``agl-fast`` command ``name`` (its ``add_parser``
+    and ``run``), imported when its step runs."""
+    if name == "curate":
+        from ..pipeline import cli as curate_cli
 
+        return curate_cli
+    if name == "query":
+        from ..alm import query_cli
+
+        return query_cli
+    if name == "evaluate":
+        from ..evaluate import cli as evaluate_cli
+
+        return evaluate_cli
+    if name == "judge":
+        from . import judge_cli
+
+        return judge_cli
+    if name == "localizability":
+        from . import cli as localizability_cli
+
+        return localizability_cli
+    raise ValueError(f"no benchmark step runs the command {name!r}")
+
+
+def _step(name: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> None:
+    """Run the command ``argv`` (``argv[0]`` names it) with the options it
+    parses, as ``agl-fast`` would; a status outside ``ok`` stops the build.
+
+    Its ``--quiet`` holds the package's log to errors while it runs."""
     log.info("benchmark step %s: agl-fast %s", name, " ".join(argv))
     print(f"== {name}", file=sys.stderr)
-    code = main(argv)
+    parser = argparse.ArgumentParser(prog="agl-fast")
+    _command(argv[0]).add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    package_log = logging.getLogger("agl_fast")
+    level = package_log.level
+    if getattr(args, "quiet", False) is True:
+        package_log.setLevel(logging.ERROR)
+    try:
+        code = int(args.run(args))
+    finally:
+        package_log.setLevel(level)
     if code not in ok:
         raise AglError(f"step {name!r} failed with exit status {code}")
 
@@ -262,9 +300,9 @@ def _leaderboard(models: list[Any], bench: Path, out: Path, ev: dict[str, Any],
 def build(config: str | Path) -> Path:
     """Run every step of ``config``; returns the output folder.
 
-    Each step is the ``agl-fast`` command a user would type (so it resumes,
-    logs and fails as that command does), with the paths of the previous
-    steps' outputs.
+    Each step runs the ``agl-fast`` command a user would type (its options
+    and defaults, so it resumes as that command does), with the paths of the
+    previous steps' outputs; an error in a step ends the build with it.
     """
     cfg, here = _load(config)
 

@@ -1,5 +1,6 @@
 """``agl-fast judge``: score how much each category contributed to a
-model's reasoning, with judge models (see ``docs/alm.md``). It reads
+model's reasoning, with judge models (see ``docs/alm.md``); the scores are
+the contributions the localizability fit reads. It reads
 predictions (:mod:`agl_fast.evaluate.readers`), clip categories (a tagged
 manifest through :mod:`agl_fast.localizability.tables`, a list or a CSV)
 and calls the models through :mod:`agl_fast.alm`."""
@@ -70,7 +71,7 @@ def _categories(args: argparse.Namespace, reasoning: dict[str, str]) -> dict[str
     cats: dict[str, list[str]] = {}
     if args.manifest:
         from .. import manifest
-        from ..localizability.tables import clip_categories
+        from .tables import clip_categories
 
         tagged = clip_categories(
             manifest.read_manifest(args.manifest), args.tags_column, min_fraction=args.min_fraction
