@@ -26,7 +26,7 @@ from sqlalchemy import Engine, select
 from .db import guesses
 
 if TYPE_CHECKING:
-    from .app import Game
+    from .state import Game
 
 _log = logging.getLogger("agl_fast.game")
 

@@ -14,7 +14,19 @@ import sys
 import tempfile
 from typing import Any
 
+from .limits import (
+    GUESSES_PER_ADDRESS,
+    GUESSES_PER_PLAYER,
+    REQUESTS_PER_ADDRESS,
+    ROUND_SIZE,
+    ROUNDS_PER_ADDRESS,
+    ROUNDS_PER_PLAYER,
+)
+
 DEFAULT_DB = "sqlite:///agl-fast-game.sqlite"
+#: Address and TCP port the server listens on by default.
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -27,16 +39,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--predictions", help="directory of model prediction files to compare with")
     p.add_argument("--demo", action="store_true", help="serve the small built-in demo set")
     p.add_argument("--db", default=DEFAULT_DB, help=f"SQLAlchemy URL (default {DEFAULT_DB})")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    p.add_argument("--port", type=int, default=8000, help="TCP port")
-    p.add_argument("--round-size", type=int, default=5, help="clips per round")
-    from .limits import (
-        GUESSES_PER_ADDRESS,
-        GUESSES_PER_PLAYER,
-        REQUESTS_PER_ADDRESS,
-        ROUNDS_PER_ADDRESS,
-        ROUNDS_PER_PLAYER,
-    )
+    p.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port")
+    p.add_argument("--round-size", type=int, default=ROUND_SIZE, help="clips per round")
 
     p.add_argument(
         "--rate",
@@ -78,59 +83,74 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> int:
-    """Serve the game (or export the guesses) until interrupted."""
+def _export(args: argparse.Namespace) -> int:
+    """Write every guess as a Human prediction file."""
+    from .board import export_guesses
     from .db import make_engine, migrate
 
-    if args.export:
-        from .board import export_guesses
+    engine = make_engine(args.db)
+    migrate(engine)
+    n = export_guesses(engine, args.export)
+    print(f"{n} clips with human guesses -> {args.export}")
+    return 0
 
-        engine = make_engine(args.db)
-        migrate(engine)
-        n = export_guesses(engine, args.export)
-        print(f"{n} clips with human guesses -> {args.export}")
-        return 0
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    """The rate limits of the flags, checked (raises ParameterError)."""
+    from .limits import ClientAddress, Limit
+
+    names = (
+        "round_limit_player",
+        "round_limit_address",
+        "guess_limit_player",
+        "guess_limit_address",
+    )
+    out = {name: Limit.parse(getattr(args, name)) for name in names}
+    ClientAddress(args.trusted_proxy)
+    Limit(per_minute=args.rate * 60.0, burst=args.burst)
+    return out
+
+
+def _catalogue(args: argparse.Namespace, tmp: list[tempfile.TemporaryDirectory[str]]) -> Any:
+    """The catalogue of the flags (the demo set, written to a temporary directory
+    appended to ``tmp``), or an error message."""
+    from ..exceptions import ParameterError
+    from .clips import load_catalogue, write_demo
+
+    if args.demo or args.truth is None:
+        if args.truth is not None or args.audio_dir is not None:
+            return "--demo takes no --truth/--audio-dir"
+        tmp.append(tempfile.TemporaryDirectory(prefix="agl-fast-demo-"))
+        truth, audio, preds = write_demo(tmp[-1].name)
+        return load_catalogue(truth, audio, args.predictions or preds)
+    if args.audio_dir is None:
+        return "--audio-dir is required with --truth"
+    try:
+        return load_catalogue(args.truth, args.audio_dir, args.predictions)
+    except ParameterError as e:
+        return f"error: {e}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the game (or export the guesses) until interrupted."""
+    if args.export:
+        return _export(args)
 
     import uvicorn
 
     from ..exceptions import ParameterError
     from .app import GameConfig, create_app
-    from .clips import load_catalogue, write_demo
-    from .limits import ClientAddress, Limit
 
     try:
-        round_player, round_address, guess_player, guess_address = (
-            Limit.parse(getattr(args, name))
-            for name in (
-                "round_limit_player",
-                "round_limit_address",
-                "guess_limit_player",
-                "guess_limit_address",
-            )
-        )
-        ClientAddress(args.trusted_proxy)
-        Limit(per_minute=args.rate * 60.0, burst=args.burst)
+        limits = _limits(args)
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-
-    tmp = None
-    if args.demo or args.truth is None:
-        if args.truth is not None or args.audio_dir is not None:
-            print("--demo takes no --truth/--audio-dir", file=sys.stderr)
-            return 2
-        tmp = tempfile.TemporaryDirectory(prefix="agl-fast-demo-")
-        truth, audio, preds = write_demo(tmp.name)
-        cat = load_catalogue(truth, audio, args.predictions or preds)
-    else:
-        if args.audio_dir is None:
-            print("--audio-dir is required with --truth", file=sys.stderr)
-            return 2
-        try:
-            cat = load_catalogue(args.truth, args.audio_dir, args.predictions)
-        except ParameterError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+    tmp: list[tempfile.TemporaryDirectory[str]] = []
+    cat = _catalogue(args, tmp)
+    if isinstance(cat, str):
+        print(cat, file=sys.stderr)
+        return 2
     config = GameConfig(
         catalogue=cat,
         db_url=args.db,
@@ -139,10 +159,7 @@ def run(args: argparse.Namespace) -> int:
         burst=args.burst,
         secure_cookie=args.secure_cookie,
         trusted_proxies=tuple(args.trusted_proxy),
-        round_limit_player=round_player,
-        round_limit_address=round_address,
-        guess_limit_player=guess_player,
-        guess_limit_address=guess_address,
+        **limits,
     )
     app = create_app(config)
     print(
@@ -162,6 +179,6 @@ def run(args: argparse.Namespace) -> int:
             server_header=False,
         )
     finally:
-        if tmp is not None:
-            tmp.cleanup()
+        for t in tmp:
+            t.cleanup()
     return 0

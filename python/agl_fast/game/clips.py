@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import ParameterError
+from ..coords import parse_coordinate
+from ..exceptions import InvalidCoordinatesError, ParameterError
 
 AUDIO_TYPES = {
     ".mp3": "audio/mpeg",
@@ -27,6 +28,8 @@ AUDIO_TYPES = {
     ".opus": "audio/ogg",
     ".m4a": "audio/mp4",
 }
+#: Suffixes of the prediction files read from a predictions directory.
+PREDICTION_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,90 @@ def _text(v: Any) -> str | None:
     return s or None
 
 
-def _coord(v: Any, lo: float, hi: float) -> float | None:
+def coordinate_or_none(value: Any, axis: str) -> float | None:
+    """A latitude or longitude in degrees, or None when it is missing or invalid.
+
+    Parameters
+    ----------
+    value : object
+        A number or text, checked by :func:`agl_fast.coords.parse_coordinate`.
+    axis : {"latitude", "longitude"}
+        Which coordinate.
+
+    Returns
+    -------
+    float or None
+        The degrees, or None where the coordinate rule refuses the value.
+    """
     try:
-        x = float(v)
-    except (TypeError, ValueError):
+        return parse_coordinate(value, axis)
+    except InvalidCoordinatesError:
         return None
-    return x if math.isfinite(x) and lo <= x <= hi else None
+
+
+def _clip(row: dict[str, Any], root: Path) -> Clip | None:
+    """The playable clip of a truth row, or None (no coordinates, no audio file)."""
+    key, name = _text(row.get("key")), _text(row.get("mp3name"))
+    lat = coordinate_or_none(row.get("latitude"), "latitude")
+    lon = coordinate_or_none(row.get("longitude"), "longitude")
+    if key is None or name is None or lat is None or lon is None:
+        return None
+    path = (root / name).resolve()
+    # A manifest name never leaves the audio directory.
+    if path.parent != root or not path.is_file():
+        return None
+    secs = row.get("mp3seconds")
+    return Clip(
+        key=key,
+        lat=lat,
+        lon=lon,
+        city=_text(row.get("city")),
+        country=_text(row.get("country")),
+        continent=_text(row.get("continent")),
+        title=_text(row.get("title")) or key,
+        path=path,
+        seconds=float(secs) if isinstance(secs, float) and math.isfinite(secs) else None,
+    )
+
+
+def _model_guess(model: str, rec: dict[str, Any]) -> ModelGuess:
+    """A model's answer from a prediction record (coordinates parsed from the text if absent)."""
+    from ..alm.parse import parse_answer
+
+    text = _text(rec.get("model_output")) or ""
+    lat, lon = rec.get("predicted_latitude"), rec.get("predicted_longitude")
+    city, country = rec.get("predicted_city"), rec.get("predicted_country")
+    if text and (_text(lat) is None or _text(lon) is None):
+        parsed = parse_answer(text, _text(rec.get("finish_reason")))
+        lat, lon = parsed.latitude, parsed.longitude
+        city = city if _text(city) else parsed.city
+        country = country if _text(country) else parsed.country
+    return ModelGuess(
+        model=model,
+        lat=coordinate_or_none(lat, "latitude"),
+        lon=coordinate_or_none(lon, "longitude"),
+        city=_text(city),
+        country=_text(country),
+        reasoning=text,
+    )
+
+
+def _attach_models(cat: Catalogue, predictions: str | Path) -> None:
+    """Add the answers of every prediction file in a directory to the catalogue."""
+    from ..evaluate.readers import model_name, read_predictions
+
+    pdir = Path(predictions)
+    if not pdir.is_dir():
+        raise ParameterError(f"predictions directory not found: {predictions}")
+    for p in sorted(pdir.iterdir()):
+        if p.suffix.lower() not in PREDICTION_SUFFIXES:
+            continue
+        model = model_name(p)
+        pred, _ = read_predictions(p)
+        for rec in pred.to_dict("records"):
+            key = str(rec["question_id"])
+            if key in cat.clips:
+                cat.models.setdefault(key, {})[model] = _model_guess(model, rec)
 
 
 def load_catalogue(
@@ -98,9 +179,18 @@ def load_catalogue(
     predictions : str or Path, optional
         Directory of prediction files (``.json``, ``.jsonl``, ``.csv``,
         ``.parquet``) read with :func:`agl_fast.evaluate.readers.read_predictions`.
+
+    Returns
+    -------
+    Catalogue
+        The playable clips by key and the model answers for them.
+
+    Raises
+    ------
+    ParameterError
+        When a directory is missing or no clip is playable.
     """
-    from ..alm.parse import parse_answer
-    from ..evaluate.readers import model_name, read_predictions, read_truth
+    from ..evaluate.readers import read_truth
 
     root = Path(audio_dir).resolve()
     if not root.is_dir():
@@ -108,27 +198,9 @@ def load_catalogue(
     df = read_truth(truth)
     clips: dict[str, Clip] = {}
     for row in df.to_dict("records"):
-        key, name = _text(row.get("key")), _text(row.get("mp3name"))
-        lat = _coord(row.get("latitude"), -90.0, 90.0)
-        lon = _coord(row.get("longitude"), -180.0, 180.0)
-        if key is None or name is None or lat is None or lon is None:
-            continue
-        path = (root / name).resolve()
-        # A manifest name never leaves the audio directory.
-        if path.parent != root or not path.is_file():
-            continue
-        secs = row.get("mp3seconds")
-        clips[key] = Clip(
-            key=key,
-            lat=lat,
-            lon=lon,
-            city=_text(row.get("city")),
-            country=_text(row.get("country")),
-            continent=_text(row.get("continent")),
-            title=_text(row.get("title")) or key,
-            path=path,
-            seconds=float(secs) if isinstance(secs, float) and math.isfinite(secs) else None,
-        )
+        clip = _clip(row, root)
+        if clip is not None:
+            clips[clip.key] = clip
     if not clips:
         raise ParameterError(
             f"no playable clip: none of the {len(df)} truth rows has coordinates and an "
@@ -136,34 +208,7 @@ def load_catalogue(
         )
     cat = Catalogue(clips=clips)
     if predictions is not None:
-        pdir = Path(predictions)
-        if not pdir.is_dir():
-            raise ParameterError(f"predictions directory not found: {predictions}")
-        for p in sorted(pdir.iterdir()):
-            if p.suffix.lower() not in (".json", ".jsonl", ".csv", ".parquet"):
-                continue
-            model = model_name(p)
-            pred, _ = read_predictions(p)
-            for rec in pred.to_dict("records"):
-                key = str(rec["question_id"])
-                if key not in clips:
-                    continue
-                text = _text(rec.get("model_output")) or ""
-                lat, lon = rec.get("predicted_latitude"), rec.get("predicted_longitude")
-                city, country = rec.get("predicted_city"), rec.get("predicted_country")
-                if text and (_text(lat) is None or _text(lon) is None):
-                    parsed = parse_answer(text, _text(rec.get("finish_reason")))
-                    lat, lon = parsed.latitude, parsed.longitude
-                    city = city if _text(city) else parsed.city
-                    country = country if _text(country) else parsed.country
-                cat.models.setdefault(key, {})[model] = ModelGuess(
-                    model=model,
-                    lat=_coord(lat, -90.0, 90.0),
-                    lon=_coord(lon, -180.0, 180.0),
-                    city=_text(city),
-                    country=_text(country),
-                    reasoning=text,
-                )
+        _attach_models(cat, predictions)
     return cat
 
 

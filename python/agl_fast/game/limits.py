@@ -27,6 +27,10 @@ MAX_BODY = 4096
 MAX_JSON_DEPTH = 16
 #: Distinct clients a rate limiter tracks before new ones share one overflow bucket.
 MAX_TRACKED_CLIENTS = 100_000
+#: Clips in a round when the client does not ask for a number.
+ROUND_SIZE = 5
+#: Most clips a client may ask for in one round.
+MAX_ROUND_SIZE = 50
 
 
 @dataclass(frozen=True)

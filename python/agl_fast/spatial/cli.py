@@ -30,11 +30,30 @@ import numpy as np
 
 from .._internal.onnx import DEVICES
 from ..exceptions import AglError
+from .defaults import CLIP_SECONDS, SR
 
 
 def add_parser(sub: Any) -> None:
+    """Register ``agl-fast spatial`` and its actions.
+
+    Parameters
+    ----------
+    sub : argparse subparsers
+        The subparsers of the ``agl-fast`` command.
+    """
     p = sub.add_parser("spatial", help="spatial audio: scene simulation, SAGE inference")
     ssub = p.add_subparsers(dest="spatial_command", metavar="ACTION", required=True)
+    _add_infer(ssub)
+    _add_simulate(ssub)
+    _add_train(ssub)
+    _add_experiment(ssub)
+    from .ask import add_parser as add_ask
+
+    add_ask(ssub)
+
+
+def _add_infer(ssub: Any) -> None:
+    """``spatial infer``: SAGE inference on binaural clips."""
     inf = ssub.add_parser("infer", help="direction, distance and events of binaural clips")
     inf.add_argument("audio", nargs="+", type=Path, help="binaural audio files (or .npy [2, n])")
     inf.add_argument("--model", type=Path, required=True, help="SAGE ONNX model")
@@ -52,6 +71,10 @@ def add_parser(sub: Any) -> None:
     inf.add_argument("--embeddings", type=Path, help="write each clip's embeddings here")
     inf.add_argument("--threads", type=int, default=None, help="ONNX Runtime and feature threads")
     inf.set_defaults(run=run)
+
+
+def _add_simulate(ssub: Any) -> None:
+    """``spatial simulate``: a simulated dataset."""
     sim = ssub.add_parser("simulate", help="simulate binaural scenes, mixtures and QA")
     sim.add_argument("--scenes", type=int, required=True, help="number of scenes")
     sim.add_argument("--out", type=Path, required=True, help="output directory")
@@ -59,7 +82,7 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--sources", nargs="*", type=Path, help="mono source audio files")
     sim.add_argument("--max-sources", type=int, default=2, choices=(1, 2),
                      help="sources per scene at most")  # fmt: skip
-    sim.add_argument("--seconds", type=float, default=10.0, help="scene length")
+    sim.add_argument("--seconds", type=float, default=CLIP_SECONDS, help="scene length")
     sim.add_argument("--receiver", choices=("auto", "hrtf", "two_mic"), default="auto",
                      help="auto: an HRTF if a SOFA file is found, else two mics")  # fmt: skip
     sim.add_argument("--workers", type=int, default=1, help="worker processes")
@@ -69,6 +92,10 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--through-door", type=float, default=0.0,
                      help="probability of a source in an adjoining room (door)")  # fmt: skip
     sim.set_defaults(run=run_simulate)
+
+
+def _add_train(ssub: Any) -> None:
+    """``spatial train``: SAGE on a simulated dataset."""
     tr = ssub.add_parser("train", help="train SAGE on a simulated dataset (torch extra)")
     tr.add_argument("--data", type=Path, required=True, help="a spatial simulate output")
     tr.add_argument("--out", type=Path, required=True, help="checkpoint and metrics directory")
@@ -106,18 +133,30 @@ def add_parser(sub: Any) -> None:
     tr.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     tr.add_argument("--export", type=Path, help="also write the trained model as ONNX here")
     tr.set_defaults(run=run_train)
+
+
+def _add_experiment(ssub: Any) -> None:
+    """``spatial experiment``: simulate, train and evaluate within a time budget
+    (defaults: those of :class:`~agl_fast.spatial.experiment.ExperimentConfig`)."""
+    from .experiment import ExperimentConfig
+
+    d = ExperimentConfig()
     ex = ssub.add_parser(
         "experiment",
         help="simulate, train and evaluate a small SAGE on held-out rooms within a time budget",
     )
     ex.add_argument("--out", type=Path, default=Path("runs/experiment"), help="run directory")
-    ex.add_argument("--minutes", type=float, default=15.0, help="wall-clock budget")
+    ex.add_argument("--minutes", type=float, default=d.minutes, help="wall-clock budget")
     ex.add_argument("--recordings", nargs="*", type=Path, default=[],
                     help="long recordings to cut dry source segments from")  # fmt: skip
-    ex.add_argument("--train-rooms", type=int, default=800, help="simulated training rooms")
-    ex.add_argument("--test-rooms", type=int, default=100, help="held-out rooms")
-    ex.add_argument("--positions", type=int, default=8, help="source positions per room")
-    ex.add_argument("--clip-seconds", type=float, default=1.0, help="training clip length")
+    ex.add_argument(
+        "--train-rooms", type=int, default=d.train_rooms, help="simulated training rooms"
+    )
+    ex.add_argument("--test-rooms", type=int, default=d.test_rooms, help="held-out rooms")
+    ex.add_argument("--positions", type=int, default=d.positions, help="source positions per room")
+    ex.add_argument(
+        "--clip-seconds", type=float, default=d.clip_seconds, help="training clip length"
+    )
     ex.add_argument("--recipe", choices=("agl-fast", "owl"), default="agl-fast",
                     help="loss weights, optimiser and schedule (owl: the paper's two stages, "
                     "as shares of the run; default: %(default)s)")  # fmt: skip
@@ -134,34 +173,37 @@ def add_parser(sub: Any) -> None:
                     help="add the RIR branch (depth panorama + audio tokens to the BRIR) "
                     "predicting this many samples, a multiple of 32 "
                     "(default: %(default)s, no branch)")  # fmt: skip
-    ex.add_argument("--rir-width", type=int, default=8,
+    ex.add_argument("--rir-width", type=int, default=d.rir_width,
                     help="channel base of the branch's two ResNet-18s "
                     "(64 as the paper; default: %(default)s)")  # fmt: skip
     ex.add_argument("--steps", type=int, default=None, help="fixed step count (else the budget)")
-    ex.add_argument("--target-frame", type=int, default=64, help="input frames per clip")
-    ex.add_argument("--ipd-scale", type=float, default=31.25, help="factor on the IPD channels")
-    ex.add_argument("--sigma-azimuth", type=float, default=10.0, help="degrees (0: one-hot)")
+    ex.add_argument(
+        "--target-frame", type=int, default=d.target_frame, help="input frames per clip"
+    )
+    ex.add_argument(
+        "--ipd-scale", type=float, default=d.ipd_scale, help="factor on the IPD channels"
+    )
+    ex.add_argument(
+        "--sigma-azimuth", type=float, default=d.sigma_azimuth, help="degrees (0: one-hot)"
+    )
     ex.add_argument("--freq-mask", type=int, default=0, help="SpecAugment band width")
     ex.add_argument("--time-mask", type=int, default=0, help="SpecAugment frame width")
     ex.add_argument("--token-mask", type=float, default=0.0, help="share of tokens dropped")
     ex.add_argument("--receiver", choices=("auto", "hrtf", "two_mic"), default="auto",
                     help="auto: an HRTF if a SOFA file is found, else two mics")  # fmt: skip
-    ex.add_argument("--workers", type=int, default=2, help="simulation processes")
+    ex.add_argument("--workers", type=int, default=d.workers, help="simulation processes")
     ex.add_argument("--threads", type=int, default=1,
                     help="torch threads (batches are made in a second thread)")  # fmt: skip
     ex.add_argument("--seed", type=int, default=0, help="simulation and training seed")
     ex.set_defaults(run=run_experiment)
-    from .ask import add_parser as add_ask
-
-    add_ask(ssub)
 
 
 def _load(path: Path) -> tuple[np.ndarray, int]:
     if path.suffix == ".npy":
-        return np.load(path), 32000
+        return np.load(path), SR
     from ..audio import load
 
-    return load(path, sr=32000)
+    return load(path, sr=SR)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import ParameterError
+from .defaults import CLIP_SECONDS, SR
 from .depth import depth_panorama, depth_views
 from .qa import generate_qa
 from .simulate import simulate_scene, spatialize
@@ -160,6 +161,42 @@ def _write_shard(path: Path, rows: list[dict[str, Any]]) -> None:
         r["shard"] = path.name
 
 
+def _jobs(
+    out: Path, n_scenes: int, *, seed: int, sources: list[str] | None, test_every: int,
+    settings: dict[str, Any],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One job per scene: every ``test_every``-th scene is a test scene, drawing
+    its sources from the test part of the files (every ``test_every``-th)."""
+    files = [str(p) for p in (sources or [])]
+    test_files = files[::test_every] if len(files) >= 2 else files
+    train_files = [f for f in files if f not in test_files] or files
+    jobs = []
+    for i in range(n_scenes):
+        split = "test" if i % test_every == test_every - 1 else "train"
+        jobs.append(
+            {
+                "index": i,
+                "seed": seed + i,
+                "out": str(out),
+                "split": split,
+                "files": test_files if split == "test" else train_files,
+                **settings,
+            }
+        )
+    return jobs
+
+
+def _write_lists(out: Path, results: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
+    """``scenes.jsonl`` and ``qa.jsonl`` of the simulated scenes."""
+    with open(out / "scenes.jsonl", "w") as f:
+        for row, _ in results:
+            f.write(json.dumps(row) + "\n")
+    with open(out / "qa.jsonl", "w") as f:
+        for _, qa in results:
+            for q in qa:
+                f.write(json.dumps(q) + "\n")
+
+
 def build_dataset(
     out: str | Path,
     n_scenes: int,
@@ -167,8 +204,8 @@ def build_dataset(
     seed: int = 0,
     sources: list[str] | None = None,
     max_sources: int = 2,
-    seconds: float = 10.0,
-    sr: int = 32000,
+    seconds: float = CLIP_SECONDS,
+    sr: int = SR,
     receiver: str = "auto",
     test_every: int = 5,
     workers: int = 1,
@@ -192,27 +229,11 @@ def build_dataset(
         raise ParameterError(f"shard_size must be >= 1, got {shard_size}")
     out = Path(out)
     (out / ("scenes" if format == "npz" else "shards")).mkdir(parents=True, exist_ok=True)
-    files = [str(p) for p in (sources or [])]
-    test_files = files[::test_every] if len(files) >= 2 else files
-    train_files = [f for f in files if f not in test_files] or files
-    jobs = []
-    for i in range(n_scenes):
-        split = "test" if i % test_every == test_every - 1 else "train"
-        jobs.append(
-            {
-                "index": i,
-                "seed": seed + i,
-                "out": str(out),
-                "split": split,
-                "files": test_files if split == "test" else train_files,
-                "max_sources": max_sources,
-                "seconds": seconds,
-                "sr": sr,
-                "receiver": receiver,
-                "format": format,
-                "through_door": through_door,
-            }
-        )
+    jobs = _jobs(
+        out, n_scenes, seed=seed, sources=sources, test_every=test_every,
+        settings={"max_sources": max_sources, "seconds": seconds, "sr": sr,
+                  "receiver": receiver, "format": format, "through_door": through_door},
+    )  # fmt: skip
     results: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     pending: list[dict[str, Any]] = []
 
@@ -234,13 +255,7 @@ def build_dataset(
         collect(_scene_job(j) for j in jobs)
     if pending:
         _write_shard(out / "shards" / f"{(len(results) - 1) // shard_size:05d}.parquet", pending)
-    with open(out / "scenes.jsonl", "w") as f:
-        for row, _ in results:
-            f.write(json.dumps(row) + "\n")
-    with open(out / "qa.jsonl", "w") as f:
-        for _, qa in results:
-            for q in qa:
-                f.write(json.dumps(q) + "\n")
+    _write_lists(out, results)
     return [r for r, _ in results]
 
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import ParameterError
-from .simulate import Door, SceneSpec, _head_frame
+from .scene import Door, SceneSpec, head_frame
 
 __all__ = [
     "ADJOINING_DEPTH",
@@ -160,7 +160,7 @@ def ray_depth(spec: SceneSpec, directions: Any) -> np.ndarray:
     norm = np.linalg.norm(flat, axis=1)
     if np.any(norm == 0) or not np.all(np.isfinite(norm)):
         raise ParameterError("directions must be finite and non-zero")
-    world = (flat / norm[:, None]) @ _head_frame(spec.yaw_deg)
+    world = (flat / norm[:, None]) @ head_frame(spec.yaw_deg)
     t, axis = _exit_distance(np.broadcast_to(origin, world.shape), world, np.zeros(3), room)
     for door in {id(x): x for x in spec.doors if x is not None and x.open}.values():
         t = _through_door(origin[None], world, t, axis, door, room)

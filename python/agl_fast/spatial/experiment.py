@@ -61,10 +61,14 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import ParameterError
+from .defaults import LOUDNESS_DBFS, MAX_ORDER, SR
+from .scoring import evaluate_localisation, experiment_loss, geo_weights
 
 __all__ = ["ExperimentConfig", "brir_pool", "experiment_config", "run_experiment"]
 
 _HRTF: dict[int, Any] = {}
+#: A BRIR pool: the BRIRs and their labels (:func:`brir_pool`).
+_Pool = tuple[list[np.ndarray], list[dict[str, Any]]]
 
 
 @dataclass
@@ -76,7 +80,7 @@ class ExperimentConfig:
     test_rooms: int = 100
     positions: int = 8
     clip_seconds: float = 1.0
-    max_order: int = 3
+    max_order: int = MAX_ORDER
     receiver: str = "auto"
     embed_dim: int = 192
     depth: int = 4
@@ -176,8 +180,8 @@ def brir_pool(
     seeds: list[int],
     *,
     positions: int,
-    sr: int = 32000,
-    max_order: int = 3,
+    sr: int = SR,
+    max_order: int = MAX_ORDER,
     receiver: str = "auto",
     workers: int = 1,
     depth: bool = False,
@@ -213,12 +217,12 @@ def _render(
     brirs: list[np.ndarray], idx: np.ndarray, bank: Any, rng: np.random.Generator, split: str
 ) -> tuple[np.ndarray, list[str]]:
     from ..room import fftconvolve
-    from .simulate import _normalize
+    from .mix import normalize
 
     dry, kinds = [], []
     for _ in idx:
         y, kind = bank.draw(rng, split)
-        dry.append(_normalize(y, -14.0).astype(np.float32))
+        dry.append(normalize(y, LOUDNESS_DBFS).astype(np.float32))
         kinds.append(kind)
     wet = fftconvolve(dry, [brirs[int(i)] for i in idx], mode="truncate")
     return np.stack(wet).astype(np.float32), kinds
@@ -261,89 +265,6 @@ def _batch(
     return out
 
 
-def _geo_weights(cfg: ExperimentConfig) -> tuple[tuple[float, float], float]:
-    """``(eta1, eta2)`` and ``lambda`` of the run (the branch's defaults for None)."""
-    from ..torch.sage_rir import ETA, GEO_LAMBDA
-
-    eta = ETA if cfg.eta is None else cfg.eta
-    return eta, GEO_LAMBDA if cfg.geo_lambda is None else cfg.geo_lambda
-
-
-def _loss(model: Any, b: dict[str, Any], cfg: ExperimentConfig, stage1: bool = False) -> Any:
-    """Loss parts: ``loss`` and ``binaural``, and ``geo`` (``L_geo``) when the
-    model has the RIR branch and the step is past the first stage."""
-    from torch.nn import functional as F
-
-    from ..torch.sage_rir import geo_loss
-    from .train import soft_cross_entropy, soft_targets
-
-    tokens = model.encode(b["x"])
-    ev, dis, az, el, _ = model.heads(tokens)
-    a = cfg.alpha_stage1 if stage1 else cfg.alpha
-    az_target = soft_targets(b["azimuth"], 360, cfg.sigma_azimuth, circular=True)
-    binaural = (
-        a[0] * F.binary_cross_entropy_with_logits(ev.float(), b["events"])
-        + a[1] * soft_cross_entropy(dis, soft_targets(b["distance"], 21, cfg.sigma_distance))
-        + a[2] * (soft_cross_entropy(az, az_target)
-                  + soft_cross_entropy(el, soft_targets(b["elevation"], 180, cfg.sigma_elevation)))
-    )  # fmt: skip
-    eta, lam = _geo_weights(cfg)
-    out = {"binaural": binaural, "loss": eta[0] * binaural}
-    if model.rir_decoder is not None and "rir" in b and not stage1:
-        pred = model.predict_rir(tokens, b["depth"])
-        out["geo"] = geo_loss(pred, b["rir"], lam=lam, reduction=cfg.geo_reduction)
-        out["loss"] = out["loss"] + eta[1] * out["geo"]
-    return out
-
-
-def _lateral(az: np.ndarray) -> np.ndarray:
-    # Angle from the median plane (BAT azimuth: 0 right, 90 ahead): front
-    # and back directions with the same lateral angle coincide.
-    return np.degrees(np.arcsin(np.clip(np.cos(np.radians(az)), -1.0, 1.0)))
-
-
-def _evaluate(model: Any, sets: list[dict[str, Any]], cfg: ExperimentConfig) -> dict[str, float]:
-    import torch
-
-    from ..torch.sage_rir import geo_loss
-    from .metrics import angular_error
-
-    model.eval()
-    lam = _geo_weights(cfg)[1]
-    az_p, el_p, d_p, az_t, el_t, d_t, geo = [], [], [], [], [], [], []
-    with torch.no_grad():
-        for b in sets:
-            tokens = model.encode(b["x"])
-            _, dis, az, el, _ = model.heads(tokens)
-            if model.rir_decoder is not None and "rir" in b:
-                pred = model.predict_rir(tokens, b["depth"])
-                g = geo_loss(pred, b["rir"], lam=lam, reduction=cfg.geo_reduction)
-                geo.append(float(g) * len(b["x"]))
-            az_p.append(az.argmax(1).numpy())
-            el_p.append(el.argmax(1).numpy())
-            d_p.append(dis.argmax(1).numpy())
-            az_t.append(b["azimuth"].numpy())
-            el_t.append(b["elevation"].numpy())
-            d_t.append(b["distance"].numpy())
-    ap, ep, dp = np.concatenate(az_p), np.concatenate(el_p), np.concatenate(d_p)
-    at, et, dt = np.concatenate(az_t), np.concatenate(el_t), np.concatenate(d_t)
-    err = angular_error(ap, ep, at, et)
-    az_err = np.abs((ap - at + 180) % 360 - 180)
-    out = {
-        "clips": int(ap.size),
-        "azimuth_error_deg": float(np.mean(az_err)),
-        "direction_error_deg": float(np.mean(err)),
-        "er20": float(np.mean(err > 20)),
-        "lateral_error_deg": float(np.mean(np.abs(_lateral(ap) - _lateral(at)))),
-        # Predicted and true directions on opposite sides of the interaural axis.
-        "front_back_confusion": float(np.mean(np.sin(np.radians(ap)) * np.sin(np.radians(at)) < 0)),
-        "distance_error_rate": float(np.mean(np.abs(dp - dt) * 0.5 > 0.5)),
-    }
-    if geo:
-        out["geo_loss"] = sum(geo) / ap.size
-    return out
-
-
 def _warmup(step: int, frac: float, cfg: ExperimentConfig) -> float:
     """Warm-up factor: linear over ``cfg.warmup`` steps, ended by the end of
     the first stage when there are two (``frac``: the share of the run
@@ -352,6 +273,215 @@ def _warmup(step: int, frac: float, cfg: ExperimentConfig) -> float:
     if cfg.stage1_share > 0:
         w = max(w, frac / cfg.stage1_share)
     return min(1.0, w)
+
+
+class _RunLog:
+    """Lines of the run's progress, timed from its start, to ``log.txt`` and ``log``."""
+
+    def __init__(self, path: Path, log: Any, t_start: float) -> None:
+        self.file = open(path, "w")
+        self.log, self.t_start = log, t_start
+
+    def __call__(self, msg: str) -> None:
+        line = f"[{time.perf_counter() - self.t_start:7.1f} s] {msg}"
+        self.file.write(line + "\n")
+        self.file.flush()
+        if self.log is not None:
+            self.log(line)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _check(cfg: ExperimentConfig) -> None:
+    """Refuse settings the run cannot use (before anything is simulated)."""
+    from ..torch.sage_rir import UPSAMPLE
+
+    if cfg.rir_length < 0 or cfg.rir_length % UPSAMPLE:
+        raise ParameterError(
+            f"rir_length must be 0 or a positive multiple of {UPSAMPLE}, "
+            f"got rir_length={cfg.rir_length}"
+        )
+    if not 0 <= cfg.stage1_share < 1:
+        raise ParameterError(f"stage1_share must be in [0, 1), got {cfg.stage1_share}")
+
+
+def _pools(cfg: ExperimentConfig, sr: int) -> tuple[_Pool, _Pool]:
+    """The BRIR pools of the training and the held-out rooms (disjoint seeds)."""
+    base = 1_000_003 * (cfg.seed + 1)
+    train_seeds = [base + i for i in range(cfg.train_rooms)]
+    test_seeds = [base + cfg.train_rooms + i for i in range(cfg.test_rooms)]
+    pools = []
+    for seeds in (train_seeds, test_seeds):
+        pools.append(
+            brir_pool(
+                seeds, positions=cfg.positions, sr=sr, max_order=cfg.max_order,
+                receiver=cfg.receiver, workers=cfg.workers, depth=cfg.rir_length > 0,
+            )
+        )  # fmt: skip
+    return pools[0], pools[1]
+
+
+def _eval_sets(
+    cfg: ExperimentConfig, bank: Any, train: _Pool, test: _Pool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Fixed evaluation batches: one clip per held-out BRIR, as many from training rooms."""
+    (tr_h, tr_l), (te_h, te_l) = train, test
+    eval_rng = np.random.default_rng(cfg.seed + 17)
+    n_eval = len(te_h)
+    chunks = [np.arange(i, min(i + 64, n_eval)) for i in range(0, n_eval, 64)]
+    test_sets = [_batch(te_h, te_l, c, bank, eval_rng, "test", cfg.rir_length) for c in chunks]
+    tr_eval = eval_rng.choice(len(tr_h), size=min(n_eval, len(tr_h)), replace=False)
+    train_sets = [
+        _batch(tr_h, tr_l, tr_eval[i : i + 64], bank, eval_rng, "train", cfg.rir_length)
+        for i in range(0, tr_eval.size, 64)
+    ]
+    return test_sets, train_sets
+
+
+def _model(cfg: ExperimentConfig, bank: Any) -> tuple[Any, Any, Any]:
+    """The SAGE encoder of the settings, its config and its AdamW optimiser."""
+    import torch
+
+    from ..torch.sage import SageConfig, SageEncoder
+
+    torch.manual_seed(cfg.seed)
+    mcfg = SageConfig(
+        embed_dim=cfg.embed_dim, depth=cfg.depth, num_heads=cfg.num_heads,
+        num_classes=len(bank.kinds), target_frame=cfg.target_frame,
+        freq_mask=cfg.freq_mask, time_mask=cfg.time_mask, token_mask=cfg.token_mask,
+        ipd_scale=cfg.ipd_scale, rir_length=cfg.rir_length, rir_width=cfg.rir_width,
+    )  # fmt: skip
+    model = SageEncoder(mcfg)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas
+    )
+    return model, mcfg, opt
+
+
+class _Batches:
+    """Training batches made in a background thread (the Rust kernels release
+    the GIL) while the model steps; one producer keeps their order fixed."""
+
+    def __init__(self, cfg: ExperimentConfig, pool: _Pool, bank: Any) -> None:
+        self.cfg, self.pool, self.bank = cfg, pool, bank
+        self.rng = np.random.default_rng(cfg.seed)
+        self.ready: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=3)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._produce, daemon=True)
+        self.thread.start()
+
+    def _produce(self) -> None:
+        brirs, labels = self.pool
+        while not self.stop.is_set():
+            idx = self.rng.integers(0, len(brirs), self.cfg.batch_size)
+            b = _batch(brirs, labels, idx, self.bank, self.rng, "train", self.cfg.rir_length)
+            while not self.stop.is_set():
+                try:
+                    self.ready.put(b, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+
+    def get(self) -> dict[str, Any]:
+        return self.ready.get()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def _learning_rate(
+    step: int, frac: float, cfg: ExperimentConfig, warm_end: float
+) -> tuple[float, float]:
+    """The step's learning rate and the share of the run at which warm-up ended."""
+    warm = _warmup(step, frac, cfg)
+    if cfg.stage1_share == 0:
+        return cfg.lr * warm * 0.5 * (1 + math.cos(math.pi * frac)), warm_end
+    # Two stages (OWL): the cosine starts where the warm-up ends.
+    if warm < 1:
+        warm_end = frac
+    t = (frac - warm_end) / max(1e-9, 1 - warm_end)
+    return cfg.lr * warm * 0.5 * (1 + math.cos(math.pi * min(1.0, t))), warm_end
+
+
+@dataclass
+class _Progress:
+    """What the training loop did: steps, steps in the first stage, losses."""
+
+    step: int = 0
+    stage1_steps: int = 0
+    losses: list[float] = field(default_factory=list)
+    geo_losses: list[float] = field(default_factory=list)
+
+
+def _train(
+    model: Any, opt: Any, batches: _Batches, cfg: ExperimentConfig, train_end: float,
+    say: _RunLog, save: Any,
+) -> _Progress:  # fmt: skip
+    """Step until ``cfg.steps`` or the time ``train_end`` (warm-up, cosine decay)."""
+    import torch
+
+    t0 = time.perf_counter()
+    p, warm_end = _Progress(), 0.0
+    while True:
+        now = time.perf_counter()
+        if cfg.steps is not None:
+            if p.step >= cfg.steps:
+                break
+            frac = p.step / cfg.steps
+        else:
+            if now >= train_end:
+                break
+            frac = (now - t0) / max(1e-9, train_end - t0)
+        stage1 = frac < cfg.stage1_share
+        lr, warm_end = _learning_rate(p.step, frac, cfg, warm_end)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        b = batches.get()
+        model.train()
+        parts = experiment_loss(model, b, cfg, stage1)
+        opt.zero_grad(set_to_none=True)
+        parts["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        p.losses.append(float(parts["loss"].detach()))
+        if "geo" in parts:
+            p.geo_losses.append(float(parts["geo"].detach()))
+        p.stage1_steps += stage1
+        p.step += 1
+        if p.step % 50 == 0:
+            geo = f" L_geo {np.mean(p.geo_losses[-50:]):.3f}" if "geo" in parts else ""
+            stage = " (stage 1)" if stage1 else ""
+            say(f"step {p.step} loss {np.mean(p.losses[-50:]):.3f}{geo} lr {lr:.2e}{stage}")
+        if p.step % 500 == 0:
+            save(p.step)
+    return p
+
+
+def _metrics(
+    cfg: ExperimentConfig, bank: Any, train: _Pool, test: _Pool, p: _Progress,
+    seconds: dict[str, float], figures: tuple[dict[str, float], dict[str, float]],
+) -> dict[str, Any]:  # fmt: skip
+    """The contents of ``metrics.json``."""
+    settings = asdict(cfg)
+    settings["recordings"] = [Path(r).name for r in cfg.recordings]
+    losses, geo_losses = p.losses, p.geo_losses
+    return {
+        "settings": settings,
+        "sources": list(bank.kinds),
+        "receiver": train[1][0]["receiver"],
+        "brirs": {"train": len(train[0]), "test": len(test[0])},
+        "steps": p.step,
+        "stage1_steps": p.stage1_steps,
+        "clips_seen": p.step * cfg.batch_size,
+        "seconds": seconds,
+        "final_train_loss": float(np.mean(losses[-50:])) if losses else math.nan,
+        "first_train_geo_loss": float(np.mean(geo_losses[:50])) if geo_losses else None,
+        "final_train_geo_loss": float(np.mean(geo_losses[-50:])) if geo_losses else None,
+        "held_out_rooms": figures[0],
+        "training_rooms": figures[1],
+    }
 
 
 def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) -> dict[str, Any]:
@@ -365,74 +495,30 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
     """
     import torch
 
-    from ..torch.sage import SageConfig, SageEncoder, n_parameters
-    from ..torch.sage_rir import UPSAMPLE
+    from ..torch.sage import n_parameters
     from .sources import SourceBank
 
-    eta, lam = _geo_weights(cfg)
+    eta, lam = geo_weights(cfg)
     cfg = replace(cfg, eta=eta, geo_lambda=lam)
-
-    if cfg.rir_length < 0 or cfg.rir_length % UPSAMPLE:
-        raise ParameterError(
-            f"rir_length must be 0 or a positive multiple of {UPSAMPLE}, "
-            f"got rir_length={cfg.rir_length}"
-        )
-    if not 0 <= cfg.stage1_share < 1:
-        raise ParameterError(f"stage1_share must be in [0, 1), got {cfg.stage1_share}")
+    _check(cfg)
     t_start = time.perf_counter()
     deadline = t_start + 60.0 * cfg.minutes
-    sr = 32000
     # Sources first: a missing recording fails before any file is opened.
-    bank = SourceBank(cfg.clip_seconds, sr=sr, recordings=cfg.recordings, speech=cfg.speech)
+    bank = SourceBank(cfg.clip_seconds, sr=SR, recordings=cfg.recordings, speech=cfg.speech)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    log_file = open(out / "log.txt", "w")
-
-    def say(msg: str) -> None:
-        line = f"[{time.perf_counter() - t_start:7.1f} s] {msg}"
-        log_file.write(line + "\n")
-        log_file.flush()
-        if log is not None:
-            log(line)
-
+    say = _RunLog(out / "log.txt", log, t_start)
     say(f"sources: {', '.join(bank.kinds)}")
-    base = 1_000_003 * (cfg.seed + 1)
-    train_seeds = [base + i for i in range(cfg.train_rooms)]
-    test_seeds = [base + cfg.train_rooms + i for i in range(cfg.test_rooms)]
-    branch = cfg.rir_length > 0
-    tr_h, tr_l = brir_pool(
-        train_seeds, positions=cfg.positions, sr=sr, max_order=cfg.max_order,
-        receiver=cfg.receiver, workers=cfg.workers, depth=branch,
-    )  # fmt: skip
-    te_h, te_l = brir_pool(
-        test_seeds, positions=cfg.positions, sr=sr, max_order=cfg.max_order,
-        receiver=cfg.receiver, workers=cfg.workers, depth=branch,
-    )  # fmt: skip
+    train, test = _pools(cfg, SR)
     t_sim = time.perf_counter() - t_start
-    say(f"BRIRs: {len(tr_h)} train, {len(te_h)} test ({tr_l[0]['receiver']}), {t_sim:.0f} s")
-
-    eval_rng = np.random.default_rng(cfg.seed + 17)
-    n_eval = len(te_h)
-    chunks = [np.arange(i, min(i + 64, n_eval)) for i in range(0, n_eval, 64)]
-    test_sets = [_batch(te_h, te_l, c, bank, eval_rng, "test", cfg.rir_length) for c in chunks]
-    tr_eval = eval_rng.choice(len(tr_h), size=min(n_eval, len(tr_h)), replace=False)
-    train_sets = [
-        _batch(tr_h, tr_l, tr_eval[i : i + 64], bank, eval_rng, "train", cfg.rir_length)
-        for i in range(0, tr_eval.size, 64)
-    ]
-    say(f"evaluation clips: {n_eval} held-out, {tr_eval.size} training rooms")
-
-    torch.manual_seed(cfg.seed)
-    mcfg = SageConfig(
-        embed_dim=cfg.embed_dim, depth=cfg.depth, num_heads=cfg.num_heads,
-        num_classes=len(bank.kinds), target_frame=cfg.target_frame,
-        freq_mask=cfg.freq_mask, time_mask=cfg.time_mask, token_mask=cfg.token_mask,
-        ipd_scale=cfg.ipd_scale, rir_length=cfg.rir_length, rir_width=cfg.rir_width,
-    )  # fmt: skip
-    model = SageEncoder(mcfg)
-    opt = torch.optim.AdamW(
-        model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas
+    say(
+        f"BRIRs: {len(train[0])} train, {len(test[0])} test ({train[1][0]['receiver']}), "
+        f"{t_sim:.0f} s"
     )
+    test_sets, train_sets = _eval_sets(cfg, bank, train, test)
+    n_train_eval = sum(len(b["x"]) for b in train_sets)
+    say(f"evaluation clips: {len(test[0])} held-out, {n_train_eval} training rooms")
+    model, mcfg, opt = _model(cfg, bank)
     n_branch = n_parameters(model.rir_decoder) if model.rir_decoder is not None else 0
     say(
         f"SAGE {cfg.depth} x {cfg.embed_dim}: {(n_parameters(model) - n_branch) / 1e6:.2f} M "
@@ -444,99 +530,25 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
                  "kinds": list(bank.kinds), "step": step}  # fmt: skip
         torch.save(state, out / "checkpoint.pt")
 
-    # Batches are made in a background thread (the Rust kernels release the
-    # GIL) while the model steps; one producer keeps their order fixed.
-    rng = np.random.default_rng(cfg.seed)
-    ready: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=3)
-    stop = threading.Event()
-
-    def produce() -> None:
-        while not stop.is_set():
-            idx = rng.integers(0, len(tr_h), cfg.batch_size)
-            b = _batch(tr_h, tr_l, idx, bank, rng, "train", cfg.rir_length)
-            while not stop.is_set():
-                try:
-                    ready.put(b, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
-
-    producer = threading.Thread(target=produce, daemon=True)
-    producer.start()
+    batches = _Batches(cfg, train, bank)
     t_train0 = time.perf_counter()
-    train_end = deadline - cfg.eval_seconds
-    step, losses, geo_losses = 0, [], []
-    stage1_steps, warm_end = 0, 0.0
-    while True:
-        now = time.perf_counter()
-        if cfg.steps is not None:
-            if step >= cfg.steps:
-                break
-            frac = step / cfg.steps
-        else:
-            if now >= train_end:
-                break
-            frac = (now - t_train0) / max(1e-9, train_end - t_train0)
-        stage1 = frac < cfg.stage1_share
-        warm = _warmup(step, frac, cfg)
-        if cfg.stage1_share == 0:
-            lr = cfg.lr * warm * 0.5 * (1 + math.cos(math.pi * frac))
-        else:
-            # Two stages (OWL): the cosine starts where the warm-up ends.
-            if warm < 1:
-                warm_end = frac
-            t = (frac - warm_end) / max(1e-9, 1 - warm_end)
-            lr = cfg.lr * warm * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
-        for group in opt.param_groups:
-            group["lr"] = lr
-        b = ready.get()
-        model.train()
-        parts = _loss(model, b, cfg, stage1)
-        opt.zero_grad(set_to_none=True)
-        parts["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        losses.append(float(parts["loss"].detach()))
-        if "geo" in parts:
-            geo_losses.append(float(parts["geo"].detach()))
-        stage1_steps += stage1
-        step += 1
-        if step % 50 == 0:
-            geo = f" L_geo {np.mean(geo_losses[-50:]):.3f}" if "geo" in parts else ""
-            stage = " (stage 1)" if stage1 else ""
-            say(f"step {step} loss {np.mean(losses[-50:]):.3f}{geo} lr {lr:.2e}{stage}")
-        if step % 500 == 0:
-            save(step)
-    stop.set()
-    producer.join()
+    progress = _train(model, opt, batches, cfg, deadline - cfg.eval_seconds, say, save)
+    batches.close()
     t_train = time.perf_counter() - t_train0
-    say(f"trained {step} steps in {t_train:.0f} s")
-    save(step)
-    held_out = _evaluate(model, test_sets, cfg)
-    train_rooms = _evaluate(model, train_sets, cfg)
-    settings = asdict(cfg)
-    settings["recordings"] = [Path(p).name for p in cfg.recordings]
-    metrics = {
-        "settings": settings,
-        "sources": list(bank.kinds),
-        "receiver": tr_l[0]["receiver"],
-        "brirs": {"train": len(tr_h), "test": len(te_h)},
-        "steps": step,
-        "stage1_steps": stage1_steps,
-        "clips_seen": step * cfg.batch_size,
-        "seconds": {
-            "simulation": round(t_sim, 1),
-            "training": round(t_train, 1),
-            "total": round(time.perf_counter() - t_start, 1),
-        },
-        "final_train_loss": float(np.mean(losses[-50:])) if losses else math.nan,
-        "first_train_geo_loss": float(np.mean(geo_losses[:50])) if geo_losses else None,
-        "final_train_geo_loss": float(np.mean(geo_losses[-50:])) if geo_losses else None,
-        "held_out_rooms": held_out,
-        "training_rooms": train_rooms,
+    say(f"trained {progress.step} steps in {t_train:.0f} s")
+    save(progress.step)
+    figures = (
+        evaluate_localisation(model, test_sets, cfg),
+        evaluate_localisation(model, train_sets, cfg),
+    )
+    seconds = {
+        "simulation": round(t_sim, 1),
+        "training": round(t_train, 1),
+        "total": round(time.perf_counter() - t_start, 1),
     }
+    metrics = _metrics(cfg, bank, train, test, progress, seconds, figures)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    say(f"held-out rooms: {json.dumps(held_out)}")
-    say(f"training rooms: {json.dumps(train_rooms)}")
-    log_file.close()
+    say(f"held-out rooms: {json.dumps(figures[0])}")
+    say(f"training rooms: {json.dumps(figures[1])}")
+    say.close()
     return metrics

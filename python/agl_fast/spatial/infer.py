@@ -27,6 +27,7 @@ import numpy as np
 from .._internal.onnx import Device, make_session
 from ..exceptions import AglIOError, NonFiniteError, ParameterError, ShapeError
 from ..presets import bat
+from .defaults import CLIP_SECONDS, HOP, N_FFT, SR
 
 __all__ = [
     "OUTPUT_NAMES",
@@ -37,9 +38,6 @@ __all__ = [
     "export_onnx",
 ]
 
-SR = 32000
-N_FFT = 1024
-HOP = 320
 OUTPUT_NAMES = ("events", "distance", "azimuth", "elevation", "embedding")
 
 
@@ -169,7 +167,7 @@ class SageSession:
         """``bat`` features ``[batch, 4, frames, 128]`` of validated clips, each
         padded or cut to the model's frame count (10 s if the model's time
         axis is dynamic)."""
-        n = (self.frames - 1) * HOP if self.frames else 10 * SR
+        n = (self.frames - 1) * HOP if self.frames else round(CLIP_SECONDS * SR)
         batch = np.zeros((len(clips), 2, n), dtype=np.float32)
         for i, y in enumerate(clips):
             a = check_binaural(y, sr, what=f"clip {i}")

@@ -51,6 +51,8 @@ from typing import Any
 
 import numpy as np
 
+from .defaults import MAX_DISTANCE
+
 __all__ = [
     "CLOCK_WORDS",
     "QUESTION_TYPES",
@@ -77,7 +79,6 @@ SIDE_HOURS = {
 }
 OPPOSITE = {"left": "right", "right": "left", "front": "back", "back": "front",
             "up": "down", "down": "up"}  # fmt: skip
-MAX_DISTANCE = 10.0
 
 _T1_SINGLE = (
     "Can you tell me what kind of sounds are in this recording?",
@@ -280,6 +281,35 @@ def _type4(
     return text, on
 
 
+def _where(label: dict[str, Any]) -> dict[str, Any]:
+    """The answer targets of a position question: clock, vertical, distance, angles."""
+    return {"clock": clock(label["azimuth"]), "vertical": vertical(label["elevation"]),
+            "distance_m": quantize_distance(label["distance_m"]),
+            "azimuth": int(label["azimuth"]), "elevation": int(label["elevation"])}  # fmt: skip
+
+
+def _type3(
+    events: list[str], labels: list[dict[str, Any]], i: int, j: int, rng: np.random.Generator
+) -> tuple[str, str, str, bool]:
+    """A Type III (yes/no) question on sources ``i`` and ``j``: its kind, side,
+    text and answer."""
+    kind = str(rng.choice(["receiver", "source", "same_side", "closer"]))
+    side = str(rng.choice(list(_T3_RECEIVER)))
+    if kind == "receiver":
+        q = str(rng.choice(_T3_RECEIVER[side])).format(a=events[i])
+        yes = on_side(labels[i], side)
+    elif kind == "source":
+        q = str(rng.choice(_T3_SOURCE[side])).format(a=events[i], b=events[j])
+        yes = _source_relation(side, labels[i], labels[j])
+    elif kind == "same_side":
+        q = str(rng.choice(_T3_SAME_SIDE)).format(a=events[i], b=events[j])
+        yes = any(all(on_side(x, s) for x in labels[:2]) for s in ("left", "right"))
+    else:
+        q = str(rng.choice(_T3_CLOSER)).format(a=events[i], b=events[j])
+        yes = float(labels[i]["distance_m"]) < float(labels[j]["distance_m"])
+    return kind, side, q, yes
+
+
 def generate_qa(
     scene_id: str,
     events: list[str],
@@ -314,15 +344,10 @@ def generate_qa(
                      "kind": kind, "events": list(events[:n]), "question": q, "answer": a,
                      **target})  # fmt: skip
 
-    def where(label: dict[str, Any]) -> dict[str, Any]:
-        return {"clock": clock(label["azimuth"]), "vertical": vertical(label["elevation"]),
-                "distance_m": quantize_distance(label["distance_m"]),
-                "azimuth": int(label["azimuth"]), "elevation": int(label["elevation"])}  # fmt: skip
-
     if n == 1:
         add("I", "detect", str(rng.choice(_T1_SINGLE)), events[0], target_events=[events[0]])
         add("II", "locate", str(rng.choice(_T2_SINGLE)), position_answer(labels[0]),
-            **where(labels[0]))  # fmt: skip
+            **_where(labels[0]))  # fmt: skip
         return rows
     k = int(rng.integers(2))
     lab = labels[k]
@@ -335,25 +360,12 @@ def generate_qa(
         return rows
     k = int(rng.integers(2))
     add("II", "locate", str(rng.choice(_T2_DUAL)).format(a=events[k]),
-        position_answer(labels[k]), **where(labels[k]))  # fmt: skip
+        position_answer(labels[k]), **_where(labels[k]))  # fmt: skip
     i, j = (0, 1) if rng.random() < 0.5 else (1, 0)
     rel = relative_label(labels[i], labels[j])
     q = str(rng.choice(_T2_BETWEEN)).format(a=events[i], b=events[j])
-    add("II", "between", q, position_answer(rel), **where(rel))
-    kind = str(rng.choice(["receiver", "source", "same_side", "closer"]))
-    side = str(rng.choice(list(_T3_RECEIVER)))
-    if kind == "receiver":
-        q = str(rng.choice(_T3_RECEIVER[side])).format(a=events[i])
-        yes = on_side(labels[i], side)
-    elif kind == "source":
-        q = str(rng.choice(_T3_SOURCE[side])).format(a=events[i], b=events[j])
-        yes = _source_relation(side, labels[i], labels[j])
-    elif kind == "same_side":
-        q = str(rng.choice(_T3_SAME_SIDE)).format(a=events[i], b=events[j])
-        yes = any(all(on_side(x, s) for x in labels[:2]) for s in ("left", "right"))
-    else:
-        q = str(rng.choice(_T3_CLOSER)).format(a=events[i], b=events[j])
-        yes = float(labels[i]["distance_m"]) < float(labels[j]["distance_m"])
+    add("II", "between", q, position_answer(rel), **_where(rel))
+    kind, side, q, yes = _type3(events, labels, i, j, rng)
     add("III", kind, q, "Yes" if yes else "No", relation=side if kind in ("receiver", "source")
         else kind, label=yes)  # fmt: skip
     side = str(rng.choice(list(_T4_QUESTION)))

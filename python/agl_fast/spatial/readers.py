@@ -46,9 +46,9 @@ from ..exceptions import ParameterError
 
 __all__ = ["CLIP_SECONDS", "SR", "labels_from_positions", "read_slam_qa"]
 
-SR = 32000
-CLIP_SECONDS = 10.0
-_LOUDNESS_DBFS = -14.0
+from .defaults import CLIP_SECONDS, SR
+from .defaults import LOUDNESS_DBFS as _LOUDNESS_DBFS
+
 _QA_KEYS = ("audio_id", "reverb_id", "question", "answer")
 
 
@@ -128,6 +128,64 @@ def _rir(path: Path) -> np.ndarray:
     return np.asarray(h, dtype=np.float64)
 
 
+def _read_items(qa_file: str | Path, limit: int | None) -> list[dict[str, Any]]:
+    """The questions of a JSONL file (the first ``limit``), each with the keys needed."""
+    lines = Path(qa_file).read_text(encoding="utf-8").splitlines()
+    items = [json.loads(x) for x in lines if x.strip()][:limit]
+    for k, it in enumerate(items):
+        missing = [c for c in _QA_KEYS if c not in it]
+        if missing:
+            raise ParameterError(f"{qa_file}: line {k + 1} lacks {missing}")
+    return items
+
+
+def _pairs(it: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """The (dry audio, RIR) pairs of a question: one, or two for two sources."""
+    pairs = [(it["audio_id"], it["reverb_id"])]
+    if it.get("audio_id2") is not None and it.get("reverb_id2") is not None:
+        pairs.append((it["audio_id2"], it["reverb_id2"]))
+    return pairs
+
+
+def _write_scene(
+    path: Path, pairs: list[tuple[Any, Any]], dry_root: Path, rir_root: Path, channel_type: str
+) -> None:
+    """Render a scene's mixture and save it with its BRIRs (and depth map, if any)."""
+    brirs = [_rir(rir_root / channel_type / r) for _, r in pairs]
+    dry = [_dry(dry_root / f"{a}.wav") for a, _ in pairs]
+    wet = np.mean([_wet(y, h) for y, h in zip(dry, brirs, strict=True)], axis=0)
+    arrays = {"audio": wet.astype(np.float32)}
+    for k, h in enumerate(brirs):
+        arrays[f"brir_{k}"] = h.astype(np.float32)
+    depth = rir_root / "depth" / pairs[0][1]
+    if depth.is_file():
+        arrays["depth"] = np.asarray(np.load(depth), dtype=np.float32)
+    np.savez(path, **arrays)  # type: ignore[arg-type]
+
+
+def _qa_row(
+    it: dict[str, Any], sid: str, split: str, n_sources: int, scene: dict[str, Any]
+) -> dict[str, Any]:
+    """The ``qa.jsonl`` row of a question (a one-source classification also names
+    the scene's events)."""
+    row: dict[str, Any] = {"scene": sid, "split": split, "question_id": it.get("question_id"),
+                           "type": it.get("question_type"), "n_sources": n_sources,
+                           "question": it["question"], "answer": it["answer"]}  # fmt: skip
+    if it.get("question_type") == "CLASSIFICATION":
+        names = [x.strip() for x in str(it["answer"]).split(";") if x.strip()]
+        row.update(type="I", kind="detect", events=names, target_events=names,
+                   source_type="CLASSIFICATION")  # fmt: skip
+        if n_sources == 1 and not scene["events"]:
+            scene["events"] = names
+    return row
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
 def read_slam_qa(
     qa_file: str | Path,
     anechoic_root: str | Path,
@@ -163,12 +221,7 @@ def read_slam_qa(
     list of dict
         The ``scenes.jsonl`` rows.
     """
-    lines = Path(qa_file).read_text(encoding="utf-8").splitlines()
-    items = [json.loads(x) for x in lines if x.strip()][:limit]
-    for k, it in enumerate(items):
-        missing = [c for c in _QA_KEYS if c not in it]
-        if missing:
-            raise ParameterError(f"{qa_file}: line {k + 1} lacks {missing}")
+    items = _read_items(qa_file, limit)
     pos = _positions(positions)
     dry_root, rir_root = Path(anechoic_root), Path(reverb_root)
     outp = Path(out)
@@ -177,23 +230,12 @@ def read_slam_qa(
     rows: list[dict[str, Any]] = []
     qa_rows: list[dict[str, Any]] = []
     for it in items:
-        pairs = [(it["audio_id"], it["reverb_id"])]
-        if it.get("audio_id2") is not None and it.get("reverb_id2") is not None:
-            pairs.append((it["audio_id2"], it["reverb_id2"]))
+        pairs = _pairs(it)
         key = tuple(pairs)
         if key not in scenes:
             sid = f"{len(scenes):06d}"
             scenes[key] = sid
-            brirs = [_rir(rir_root / channel_type / r) for _, r in pairs]
-            dry = [_dry(dry_root / f"{a}.wav") for a, _ in pairs]
-            wet = np.mean([_wet(y, h) for y, h in zip(dry, brirs, strict=True)], axis=0)
-            arrays = {"audio": wet.astype(np.float32)}
-            for k, h in enumerate(brirs):
-                arrays[f"brir_{k}"] = h.astype(np.float32)
-            depth = rir_root / "depth" / pairs[0][1]
-            if depth.is_file():
-                arrays["depth"] = np.asarray(np.load(depth), dtype=np.float32)
-            np.savez(outp / "scenes" / f"{sid}.npz", **arrays)  # type: ignore[arg-type]
+            _write_scene(outp / "scenes" / f"{sid}.npz", pairs, dry_root, rir_root, channel_type)
             rows.append({
                 "id": sid, "split": split, "seed": None, "receiver": channel_type, "sr": SR,
                 "sources": [{"audio_id": a, "reverb_id": r} for a, r in pairs],
@@ -201,21 +243,7 @@ def read_slam_qa(
                 "labels": [pos[r] for _, r in pairs if r in pos],
             })  # fmt: skip
         sid = scenes[key]
-        row: dict[str, Any] = {"scene": sid, "split": split, "question_id": it.get("question_id"),
-                               "type": it.get("question_type"), "n_sources": len(pairs),
-                               "question": it["question"], "answer": it["answer"]}  # fmt: skip
-        if it.get("question_type") == "CLASSIFICATION":
-            names = [x.strip() for x in str(it["answer"]).split(";") if x.strip()]
-            row.update(type="I", kind="detect", events=names, target_events=names,
-                       source_type="CLASSIFICATION")  # fmt: skip
-            scene = rows[int(sid)]
-            if len(pairs) == 1 and not scene["events"]:
-                scene["events"] = names
-        qa_rows.append(row)
-    with open(outp / "scenes.jsonl", "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-    with open(outp / "qa.jsonl", "w", encoding="utf-8") as f:
-        for q in qa_rows:
-            f.write(json.dumps(q) + "\n")
+        qa_rows.append(_qa_row(it, sid, split, len(pairs), rows[int(sid)]))
+    _write_jsonl(outp / "scenes.jsonl", rows)
+    _write_jsonl(outp / "qa.jsonl", qa_rows)
     return rows

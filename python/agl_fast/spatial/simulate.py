@@ -33,6 +33,11 @@ counter-clockwise from the listener's right (straight ahead is 90, left 180,
 behind 270); elevation ``0..179`` with the horizontal plane at 90 (up is
 larger); distance class ``round(2 * d)`` clipped to ``0..20`` (0.5 m steps up
 to 10 m).
+
+The scene geometry (:class:`SceneSpec`, :func:`sample_scene`,
+:func:`bat_labels`) lives in :mod:`agl_fast.spatial.scene`, HRIR sets in
+:mod:`agl_fast.spatial.hrtf` and mixing in :mod:`agl_fast.spatial.mix`; their
+public names are importable from here too.
 """
 
 from __future__ import annotations
@@ -40,14 +45,19 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..exceptions import InternalError, ParameterError
-from ..room import fftconvolve, room_parameters
+from ..exceptions import ParameterError
+from ..room import room_parameters
+from .defaults import MAX_ORDER, SR
+from .hrtf import Hrtf, load_sofa
+from .mix import spatialize
+from .scene import WALL_NORMALS as _WALL_NORMALS
+from .scene import Door, Scene, SceneSpec, bat_labels, sample_scene
+from .scene import head_frame as _head_frame
 
 _log = logging.getLogger("agl_fast.spatial")
 
@@ -85,36 +95,6 @@ def _pra() -> Any:
     return pra
 
 
-@dataclass
-class Hrtf:
-    """A measured HRIR set in the head frame (x front, y left, z up).
-
-    Attributes
-    ----------
-    directions : np.ndarray [shape=(M, 3)]
-        Unit vectors of the measured directions.
-    irs : np.ndarray [shape=(M, 2, N), dtype=float32]
-        Left/right HRIRs at ``sr``, unit mean energy.
-    sr : int
-    source : str
-        Where the set was read from.
-    diffuse : np.ndarray [shape=(2, N), dtype=float32]
-        Minimum-phase diffuse-field HRIR of each ear (the root mean square
-        magnitude response over directions), applied to the late tail.
-    """
-
-    directions: np.ndarray
-    irs: np.ndarray
-    sr: int
-    source: str
-    diffuse: np.ndarray = field(default_factory=lambda: np.zeros((2, 0), np.float32))
-
-    def nearest(self, v: np.ndarray) -> np.ndarray:
-        """HRIRs ``[K, 2, N]`` nearest to the head-frame vectors ``v`` ``[K, 3]``."""
-        u = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-        return self.irs[np.argmax(u @ self.directions.T, axis=1)]
-
-
 def find_sofa() -> Path | None:
     """The SOFA file to use: ``$AGL_FAST_SOFA``, else one a package installed."""
     env = os.environ.get("AGL_FAST_SOFA")
@@ -140,153 +120,7 @@ def _sofa_or_warn(receiver: str) -> Path | None:
     return path
 
 
-def load_sofa(path: str | Path, sr: int = 32000) -> Hrtf:
-    """Read a ``SimpleFreeFieldHRIR`` SOFA file and resample it to ``sr``."""
-    import h5py
-    from scipy.signal import resample_poly
-
-    with h5py.File(path, "r") as f:
-        ir = np.asarray(f["Data.IR"], dtype=np.float64)
-        pos = np.asarray(f["SourcePosition"], dtype=np.float64)
-        sofa_sr = float(np.asarray(f["Data.SamplingRate"]).ravel()[0])
-        ptype = f["SourcePosition"].attrs.get("Type", b"spherical")
-    if ir.ndim != 3 or ir.shape[1] != 2:
-        raise ParameterError(f"{path}: Data.IR must be [M, 2, N], got shape {ir.shape}")
-    if (ptype.decode() if isinstance(ptype, bytes) else str(ptype)).lower() == "cartesian":
-        dirs = pos[:, :3]
-    else:
-        az, el = np.radians(pos[:, 0]), np.radians(pos[:, 1])
-        dirs = np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], 1)
-    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-    if round(sofa_sr) != sr:
-        g = math.gcd(round(sofa_sr), sr)
-        ir = resample_poly(ir, sr // g, round(sofa_sr) // g, axis=-1)
-    ir /= math.sqrt(float(np.mean(np.sum(ir**2, axis=-1))))
-    n_fft = 4 * ir.shape[-1]
-    mag = np.sqrt(np.mean(np.abs(np.fft.rfft(ir, n_fft, axis=-1)) ** 2, axis=0))
-    return Hrtf(dirs, ir.astype(np.float32), sr, str(path), _min_phase(mag, ir.shape[-1]))
-
-
-def _min_phase(mag: np.ndarray, n: int) -> np.ndarray:
-    """Minimum-phase impulse responses ``[..., n]`` of magnitude responses
-    ``[..., n_fft // 2 + 1]`` (folded real cepstrum)."""
-    n_fft = 2 * (mag.shape[-1] - 1)
-    cep = np.fft.irfft(np.log(np.maximum(mag, 1e-8)), n_fft, axis=-1)
-    cep[..., 1 : n_fft // 2] *= 2.0
-    cep[..., n_fft // 2 + 1 :] = 0.0
-    h = np.fft.irfft(np.exp(np.fft.rfft(cep, axis=-1)), n_fft, axis=-1)[..., :n]
-    return h.astype(np.float32)
-
-
-def bat_labels(listener: Any, yaw_deg: float, source: Any) -> dict[str, Any]:
-    """BAT labels of a source seen from a listener facing ``yaw_deg``.
-
-    ``yaw_deg`` is the facing direction in the room's horizontal plane,
-    counter-clockwise from the room's +x axis.
-    """
-    v = np.asarray(source, dtype=np.float64) - np.asarray(listener, dtype=np.float64)
-    yaw = math.radians(yaw_deg)
-    front = v[0] * math.cos(yaw) + v[1] * math.sin(yaw)
-    left = -v[0] * math.sin(yaw) + v[1] * math.cos(yaw)
-    up = float(v[2])
-    d = float(np.linalg.norm(v))
-    az = (round(math.degrees(math.atan2(front, -left))) + 360) % 360
-    el = (round(math.degrees(math.atan2(up, math.hypot(front, left)))) + 90) % 180
-    return {
-        "azimuth": int(az),
-        "elevation": int(el),
-        "distance_class": int(min(max(round(2 * d), 0), 20)),
-        "distance_m": d,
-    }
-
-
-@dataclass
-class Door:
-    """An opening in a side wall through which a source outside the room is heard.
-
-    A ``pyroomacoustics`` shoebox is one closed box: it cannot hold two
-    connected rooms or a wall with a hole. A source in an adjoining room is
-    therefore rendered as two paths (:func:`simulate_brir`):
-
-    * through the opening: the door re-radiates what reaches it, as a
-      secondary source just inside the room (5 cm from the wall) simulated
-      in the room like any other, delayed by the source-to-door travel time
-      and scaled so that the bent direct path spreads as ``1 / (d1 + d2)``
-      (``d1`` source to door, ``d2`` door to listener) times
-      ``diffraction_gain`` (0.5: the -6 dB of an edge at the shadow
-      boundary); the adjoining room's own reverberation is not modelled;
-    * through the wall: the free-field direct sound from the true source
-      direction, ``transmission_loss_db`` below ``1 / d`` (no reflections).
-
-    A closed door (``open=False``) keeps only the path through the wall.
-
-    Attributes
-    ----------
-    wall : {'east', 'west', 'north', 'south'}
-        The wall at ``x = L_x``, ``x = 0``, ``y = L_y`` or ``y = 0``.
-    centre : tuple of float
-        Centre of the opening on the wall plane (m).
-    width, height : float
-        Size of the opening (m); its bottom is on the floor.
-    transmission_loss_db : float
-        Broadband loss of the wall around the door (dB).
-    diffraction_gain : float
-        Amplitude factor of the path through the opening.
-    open : bool
-    """
-
-    wall: str
-    centre: tuple[float, float, float]
-    width: float = 0.9
-    height: float = 2.0
-    transmission_loss_db: float = 35.0
-    diffraction_gain: float = 0.5
-    open: bool = True
-
-
-@dataclass
-class SceneSpec:
-    """Geometry and materials of one scene (metres, degrees).
-
-    ``doors`` holds, per source, the :class:`Door` it is heard through when
-    it stands in an adjoining room (``None`` for a source in the room); an
-    empty list means every source is in the room.
-    """
-
-    room_dim: tuple[float, float, float]
-    absorption: tuple[float, ...]  # east, west, north, south, floor, ceiling
-    scattering: float
-    listener: tuple[float, float, float]
-    yaw_deg: float
-    sources: list[tuple[float, float, float]]
-    doors: list[Door | None] = field(default_factory=list)
-
-    def door(self, k: int) -> Door | None:
-        """The door source ``k`` is heard through, if any."""
-        return self.doors[k] if k < len(self.doors) else None
-
-
-@dataclass
-class Scene:
-    """A simulated scene: BRIRs, geometry, labels and room acoustics."""
-
-    spec: SceneSpec
-    brirs: list[np.ndarray]  # one [2, L] float32 per source
-    sr: int
-    receiver: str
-    labels: list[dict[str, Any]]
-    acoustics: list[dict[str, float]] = field(default_factory=list)
-
-
 _WALLS = ("east", "west", "north", "south", "floor", "ceiling")
-
-
-def _head_frame(yaw_deg: float) -> np.ndarray:
-    """Rows: front, left, up in room coordinates."""
-    y = math.radians(yaw_deg)
-    return np.array(
-        [[math.cos(y), math.sin(y), 0.0], [-math.sin(y), math.cos(y), 0.0], [0, 0, 1.0]]
-    )
 
 
 def _room(spec: SceneSpec, sr: int, source: Any, mics: np.ndarray, hybrid: bool, order: int) -> Any:
@@ -330,9 +164,6 @@ def _head_shadow(h: np.ndarray, cos_theta: float, sr: int) -> np.ndarray:
     return np.asarray(lfilter(b, a, h))
 
 
-_WALL_NORMALS = {"east": (0, 1.0), "west": (0, -1.0), "north": (1, 1.0), "south": (1, -1.0)}
-
-
 def _door_point(spec: SceneSpec, door: Door, inset: float) -> np.ndarray:
     """The door centre moved ``inset`` metres into the room."""
     axis, sign = _WALL_NORMALS[door.wall]
@@ -374,10 +205,10 @@ def simulate_brir(
     spec: SceneSpec,
     source: Any,
     *,
-    sr: int = 32000,
+    sr: int = SR,
     receiver: str = "auto",
     hrtf: Hrtf | None = None,
-    max_order: int = 3,
+    max_order: int = MAX_ORDER,
     ray_tracing: bool = True,
     rt_seed: int | None = None,
     door: Door | None = None,
@@ -464,96 +295,6 @@ def _through_door(
     return _add(wall, gain * np.asarray(h_door, np.float64), shift).astype(np.float32), mode
 
 
-def _sample_door(
-    rng: np.random.Generator, dim: tuple[float, float, float], listener: np.ndarray,
-    max_distance: float,
-) -> tuple[Door, tuple[float, float, float]] | None:  # fmt: skip
-    """A door in a random side wall and a source 0.5-4 m behind that wall
-    (within 2 m sideways of the door, 1-1.8 m high), or ``None`` if the
-    source would be farther than ``max_distance``."""
-    wall = str(rng.choice(list(_WALL_NORMALS)))
-    axis, sign = _WALL_NORMALS[wall]
-    along = 1 - axis
-    width, height = 0.9, min(2.0, dim[2] - 0.1)
-    c = [0.0, 0.0, height / 2]
-    c[axis] = dim[axis] if sign > 0 else 0.0
-    c[along] = float(rng.uniform(0.6, dim[along] - 0.6))
-    src = [0.0, 0.0, float(rng.uniform(1.0, min(1.8, dim[2] - 0.2)))]
-    src[axis] = c[axis] + sign * float(rng.uniform(0.5, 4.0))
-    src[along] = c[along] + float(rng.uniform(-2.0, 2.0))
-    if np.linalg.norm(np.asarray(src) - listener) > max_distance:
-        return None
-    door = Door(wall, (c[0], c[1], c[2]), width, height, float(rng.uniform(30.0, 45.0)))
-    return door, (src[0], src[1], src[2])
-
-
-def sample_scene(
-    rng: np.random.Generator,
-    *,
-    n_sources: int = 1,
-    max_distance: float = 10.0,
-    through_door: float = 0.0,
-) -> SceneSpec:
-    """Draw a room, a listener and sources.
-
-    Rooms 3-12 m by 3-12 m by 2.5-4 m; per-wall energy absorption uniform in
-    0.02-0.6, scattering 0.05-0.5; listener at ear height 1.2-1.8 m, at least
-    0.5 m from every wall, facing a uniform direction. Sources: azimuth
-    uniform, elevation normal around the horizontal (sd 12 degrees, within
-    +-60), distance log-normal with its mode at 1.8 m (within 0.3 m and
-    ``max_distance``), redrawn until inside the room (0.2 m from the walls).
-    With probability ``through_door`` a source is instead placed in an
-    adjoining room behind a side wall with a door (:class:`Door`), 0.5-4 m
-    behind the wall; no random number is drawn for doors when
-    ``through_door`` is 0, so such scenes are unchanged.
-    """
-    dim = (rng.uniform(3, 12), rng.uniform(3, 12), rng.uniform(2.5, 4.0))
-    absorption = tuple(float(a) for a in rng.uniform(0.02, 0.6, size=6))
-    scattering = float(rng.uniform(0.05, 0.5))
-    listener = (
-        rng.uniform(0.5, dim[0] - 0.5),
-        rng.uniform(0.5, dim[1] - 0.5),
-        rng.uniform(1.2, min(1.8, dim[2] - 0.5)),
-    )
-    yaw = float(rng.uniform(0, 360))
-    sigma = 0.5
-    mu = math.log(1.8) + sigma**2
-    sources: list[tuple[float, float, float]] = []
-    doors: list[Door | None] = []
-    while len(sources) < n_sources:
-        if through_door > 0 and rng.random() < through_door:
-            for _ in range(100):
-                placed = _sample_door(rng, dim, np.array(listener), max_distance)
-                if placed is not None:
-                    doors.append(placed[0])
-                    sources.append(placed[1])
-                    break
-            if placed is not None:
-                continue
-        doors.append(None)
-        for _ in range(1000):
-            az = math.radians(rng.uniform(0, 360))
-            el = math.radians(float(np.clip(rng.normal(0, 12), -60, 60)))
-            d = float(np.clip(rng.lognormal(mu, sigma), 0.3, max_distance))
-            p = np.array(listener) + d * np.array(
-                [math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)]
-            )
-            if np.all(p > 0.2) and np.all(p < np.array(dim) - 0.2):
-                sources.append((float(p[0]), float(p[1]), float(p[2])))
-                break
-        else:  # pragma: no cover - a room always has space within 0.3 m
-            raise InternalError("could not place a source in the room")
-    return SceneSpec(
-        tuple(float(x) for x in dim),  # type: ignore[arg-type]
-        absorption,
-        scattering,
-        tuple(float(x) for x in listener),  # type: ignore[arg-type]
-        yaw,
-        sources,
-        doors if any(d is not None for d in doors) else [],
-    )
-
-
 def _acoustics(brir: np.ndarray, sr: int) -> dict[str, float]:
     p = room_parameters(brir, sr, method="none")
     with np.errstate(all="ignore"):
@@ -568,10 +309,10 @@ def simulate_scene(
     spec_or_seed: SceneSpec | int,
     *,
     n_sources: int = 1,
-    sr: int = 32000,
+    sr: int = SR,
     receiver: str = "auto",
     hrtf: Hrtf | None = None,
-    max_order: int = 3,
+    max_order: int = MAX_ORDER,
     rt_seed: int | None = None,
     through_door: float = 0.0,
 ) -> Scene:
@@ -619,38 +360,3 @@ def simulate_scene(
         labels.append(lab)
         acoustics.append(_acoustics(h, sr))
     return Scene(spec, brirs, sr, mode, labels, acoustics)
-
-
-def _normalize(y: np.ndarray, dbfs: float) -> np.ndarray:
-    rms = float(np.sqrt(np.mean(np.asarray(y, dtype=np.float64) ** 2)))
-    return y if rms == 0 else y * (10 ** (dbfs / 20) / rms)
-
-
-def spatialize(
-    sources: list[np.ndarray],
-    brirs: list[np.ndarray],
-    *,
-    sr: int = 32000,
-    seconds: float = 10.0,
-    loudness_dbfs: float = -14.0,
-) -> np.ndarray:
-    """Binaural mixture ``[2, seconds * sr]`` (float32) of mono sources.
-
-    As BAT does, each source is scaled to ``loudness_dbfs`` RMS, zero-padded
-    or cut to ``seconds``, and rendered through its BRIR keeping the first
-    ``seconds`` (``fftconvolve(mode='truncate')``); the renders are summed.
-    """
-    if len(sources) != len(brirs) or not sources:
-        raise ParameterError(
-            f"one BRIR per source required, got {len(sources)} sources and {len(brirs)} BRIRs"
-        )
-    n = round(seconds * sr)
-    out = np.zeros((2, n), dtype=np.float32)
-    for s, h in zip(sources, brirs, strict=True):
-        s = np.asarray(s, dtype=np.float32)
-        if s.ndim != 1:
-            raise ParameterError(f"sources must be mono 1-D arrays, got shape {s.shape}")
-        x = np.zeros(n, dtype=np.float32)
-        x[: min(n, len(s))] = _normalize(s, loudness_dbfs)[:n]
-        out += fftconvolve(x, np.asarray(h, dtype=np.float32), mode="truncate")
-    return out

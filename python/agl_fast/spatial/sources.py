@@ -28,6 +28,7 @@ import numpy as np
 
 from ..exceptions import ParameterError
 from .dataset import SYNTHETIC_EVENTS, synthetic_event
+from .defaults import SR
 
 __all__ = ["SourceBank", "espeak_utterances"]
 
@@ -56,7 +57,7 @@ _TEST_VOICES = ("en-us+m1", "en-gb+f3", "en-029")
 
 
 def espeak_utterances(
-    sentences: Sequence[str], voices: Sequence[str], *, sr: int = 32000
+    sentences: Sequence[str], voices: Sequence[str], *, sr: int = SR
 ) -> list[np.ndarray]:
     """Every sentence spoken by every voice with ``espeak-ng``.
 
@@ -114,7 +115,7 @@ class SourceBank:
         self,
         seconds: float,
         *,
-        sr: int = 32000,
+        sr: int = SR,
         recordings: Sequence[str | Path] = (),
         speech: bool = True,
     ) -> None:

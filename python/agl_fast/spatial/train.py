@@ -279,6 +279,53 @@ def evaluate(
     }
 
 
+def _trim_history(history: Path, state: dict[str, Any] | None, step: int) -> None:
+    """Drop the curve after the checkpoint (those steps are trained again), or
+    all of it when training starts afresh."""
+    if history.exists():
+        kept = [
+            line
+            for line in history.read_text().splitlines()
+            if line.strip() and state and json.loads(line)["step"] <= step
+        ]
+        history.write_text("".join(k + "\n" for k in kept))
+
+
+def _train_step(
+    model: SageEncoder, opt: Any, d: dict[str, Any], config: TrainConfig, step: int,
+    dev: torch.device,
+) -> Any:  # fmt: skip
+    """One optimiser step on a batch drawn for ``step``; returns the loss."""
+    model.train()
+    n = len(d["x"])
+    g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+    idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g).to(dev)
+    for group in opt.param_groups:
+        group["lr"] = _lr(step, config)
+    # Masks (SpecAugment, token dropping) draw from torch's global
+    # generator: seeded per step so that a resumed run is exact.
+    torch.manual_seed(config.seed * 1_000_003 + step + 1)
+    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+        loss = _losses(model, d, idx, config, step)["loss"]
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    opt.step()
+    return loss
+
+
+def _test_metrics(
+    model: SageEncoder, data: str | Path, vocab: list[str], mcfg: SageConfig, use_depth: bool,
+    config: TrainConfig,
+) -> dict[str, Any] | None:  # fmt: skip
+    """The figures on the test split, or None when the dataset has none."""
+    try:
+        te = load_split(data, "test", vocab, rir_length=mcfg.rir_length, depth=use_depth)
+        return evaluate(model, te, config)
+    except ValueError:
+        return None
+
+
 def train(
     data: str | Path,
     out: str | Path,
@@ -324,16 +371,8 @@ def train(
         opt.load_state_dict(state["optimizer"])
         step = int(state["step"])
     history = out / "history.jsonl"
-    if history.exists():
-        # Steps after the checkpoint are trained again: keep the curve once.
-        kept = [
-            line
-            for line in history.read_text().splitlines()
-            if line.strip() and state and json.loads(line)["step"] <= step
-        ]
-        history.write_text("".join(k + "\n" for k in kept))
+    _trim_history(history, state, step)
     d = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in tr.items()}
-    amp = dev.type == "cuda"
 
     def save() -> None:
         torch.save(
@@ -343,23 +382,9 @@ def train(
         )  # fmt: skip
 
     t0 = time.perf_counter()
-    n = len(d["x"])
     last = min(config.steps, until or config.steps)
     while step < last:
-        model.train()
-        g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-        idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g).to(dev)
-        for group in opt.param_groups:
-            group["lr"] = _lr(step, config)
-        # Masks (SpecAugment, token dropping) draw from torch's global
-        # generator: seeded per step so that a resumed run is exact.
-        torch.manual_seed(config.seed * 1_000_003 + step + 1)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
-            loss = _losses(model, d, idx, config, step)["loss"]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        opt.step()
+        loss = _train_step(model, opt, d, config, step, dev)
         step += 1
         if step % config.log_every == 0:
             value, secs = float(loss.detach()), time.perf_counter() - t0
@@ -371,10 +396,8 @@ def train(
             save()
     model = model.cpu()
     metrics: dict[str, Any] = {"step": step, "train": evaluate(model, tr, config)}
-    try:
-        te = load_split(data, "test", tr["vocab"], rir_length=mcfg.rir_length, depth=use_depth)
-        metrics["test"] = evaluate(model, te, config)
-    except ValueError:
-        pass
+    test = _test_metrics(model, data, tr["vocab"], mcfg, use_depth, config)
+    if test is not None:
+        metrics["test"] = test
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     return model, metrics
