@@ -17,6 +17,7 @@ from ._native import __version__
 from .audio import load, load_arrays, load_many, resample
 from .bands import band_room_parameters
 from .features import (
+    StftParams,
     amplitude_to_db,
     ipd_features,
     kaldi_mel_filterbank,
@@ -34,6 +35,7 @@ from .room import edc_distance, fftconvolve, room_parameters, schroeder_edc
 
 __all__ = [
     "PRESETS",
+    "StftParams",
     "__version__",
     "amplitude_to_db",
     "band_room_parameters",

@@ -13,11 +13,17 @@ MAX_RATIO: float
 CORRUPT_LEVEL: float
 SR_RANGE: tuple[float, float]
 MAX_POWER: float
+CLIP_LEVEL: float
+QUALITY_N_FFT: int
+PRESET_N_FFT: int
 __all__ = [
+    "CLIP_LEVEL",
     "CORRUPT_LEVEL",
     "MAX_POWER",
     "MAX_RATIO",
     "MAX_SAMPLE_RATE",
+    "PRESET_N_FFT",
+    "QUALITY_N_FFT",
     "SR_RANGE",
     "__version__",
     "acoustic_complexity",
@@ -266,7 +272,7 @@ def resample_array(
 
 # --- quality --------------------------------------------------------------
 def levels(
-    signals: Any, threshold: float = 0.999, n_threads: int | None = None
+    signals: Any, threshold: float = ..., n_threads: int | None = None
 ) -> npt.NDArray[np.float64]: ...
 def quality_metrics(
     signals: Any,

@@ -65,7 +65,7 @@ METRICS = ("rms", "flatness", "clipping_ratio", "full_scale_ratio", "complexity"
 def levels(
     y: Any,
     *,
-    threshold: float = 0.999,
+    threshold: float = _native.CLIP_LEVEL,
     n_threads: int | None = None,
     allow_copy: bool = True,
 ) -> dict[str, np.ndarray]:
@@ -107,8 +107,8 @@ def quality_metrics(
     *,
     welch_nperseg: int = 1024,
     amin: float = 1e-10,
-    full_scale_threshold: float = 0.999,
-    n_fft: int = 512,
+    full_scale_threshold: float = _native.CLIP_LEVEL,
+    n_fft: int = _native.QUALITY_N_FFT,
     hop_length: int = 256,
     n_threads: int | None = None,
     allow_copy: bool = True,
@@ -250,7 +250,9 @@ def quality_filter(
     extra = computed_metrics(_clip_list(prep), float(sr)) if _needs_clips() else {}
     m.update(extra)
     n = _lengths(prep)
-    reasons = _reasons(n, int(metric_kwargs.get("n_fft", 512)), failures(m, limits))
+    reasons = _reasons(
+        n, int(metric_kwargs.get("n_fft", _native.QUALITY_N_FFT)), failures(m, limits)
+    )
     cols: dict[str, Any] = {}
     if ids is not None:
         cols["id"] = pa.array(_ids(ids, prep.n_items))
@@ -331,11 +333,11 @@ def rms(
     -------
     np.ndarray [shape=(..., 1, t), dtype=float32]
     """
-    from .features import _pad_outside
+    from .dsp.stft import pad_outside
 
     if frame_length is None:
         raise ParameterError("frame_length must be a positive integer, got None")
-    y, center, pad_mode = _pad_outside(y, frame_length, center, pad_mode)
+    y, center, pad_mode = pad_outside(y, frame_length, center, pad_mode)
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
     return run(
         _native.rms,
@@ -387,9 +389,9 @@ def spectral_flatness(
     -------
     np.ndarray [shape=(..., 1, t), dtype=float32]
     """
-    from .features import _pad_outside, _win_len, _window
+    from .dsp.stft import pad_outside, resolve_window, window_length
 
-    y, center, pad_mode = _pad_outside(y, n_fft, center, pad_mode)
+    y, center, pad_mode = pad_outside(y, n_fft, center, pad_mode)
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
     return run(
         _native.spectral_flatness,
@@ -399,7 +401,7 @@ def spectral_flatness(
         n_fft=n_fft,
         hop_length=hop_length,
         win_length=win_length,
-        window=_window(window, _win_len(n_fft, win_length)),
+        window=resolve_window(window, window_length(n_fft, win_length)),
         center=center,
         pad_mode=pad_mode,
         amin=real("amin", amin),

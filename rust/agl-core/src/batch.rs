@@ -213,6 +213,19 @@ fn make_tasks(n_frames: &[usize], chunk: usize) -> Vec<(usize, usize, usize)> {
     tasks
 }
 
+/// How a batch runs: its output extent, its worker count and its cancel
+/// flag, shared by the batch drivers and the kernels built on them.
+#[derive(Clone, Copy)]
+pub struct RunOpts<'a> {
+    /// `None` gives each item its own frame axis (ragged output); `Some(e)`
+    /// pads every item's frame axis to `max(e, max n_frames)` with zeros.
+    pub extent: Option<usize>,
+    /// Worker threads; `None` uses the default.
+    pub n_threads: Option<usize>,
+    /// Checked between work units; set, the run stops with an error.
+    pub cancel: &'a Cancel,
+}
+
 /// Run a frame-wise kernel over a batch.
 ///
 /// * `n_frames[i]`: frames of item `i`.
@@ -221,13 +234,10 @@ fn make_tasks(n_frames: &[usize], chunk: usize) -> Vec<(usize, usize, usize)> {
 ///   zeros.
 /// * `init` makes a worker's scratch; `frame(scratch, item, t, row)` fills
 ///   the `layout.row_len()` values of frame `t` of `item`.
-#[allow(clippy::too_many_arguments)]
 pub fn run_framewise<T, S, I, F>(
     n_frames: &[usize],
     layout: Layout,
-    extent: Option<usize>,
-    n_threads: Option<usize>,
-    cancel: &Cancel,
+    run: RunOpts<'_>,
     init: I,
     frame: F,
 ) -> Result<FrameOutput<T>>
@@ -236,6 +246,11 @@ where
     I: Fn() -> S + Sync + Send,
     F: Fn(&mut S, usize, usize, &mut [T]) + Sync + Send,
 {
+    let RunOpts {
+        extent,
+        n_threads,
+        cancel,
+    } = run;
     let Plan {
         data_len,
         offsets,
@@ -324,13 +339,10 @@ where
 /// `values[w]`, so a frequency-major item gets each row of `n` frames as one
 /// contiguous copy. Blocks start at multiples of
 /// [`LANES`] within an item, whatever the thread count.
-#[allow(clippy::too_many_arguments)]
 pub fn run_blockwise<S, I, F>(
     n_frames: &[usize],
     layout: Layout,
-    extent: Option<usize>,
-    n_threads: Option<usize>,
-    cancel: &Cancel,
+    run: RunOpts<'_>,
     init: I,
     block: F,
 ) -> Result<FrameOutput<f32>>
@@ -338,6 +350,11 @@ where
     I: Fn() -> S + Sync + Send,
     F: Fn(&mut S, usize, usize, usize, &mut [V]) + Sync + Send,
 {
+    let RunOpts {
+        extent,
+        n_threads,
+        cancel,
+    } = run;
     let Plan {
         data_len,
         offsets,
@@ -529,9 +546,11 @@ mod tests {
                 let want: FrameOutput<f32> = run_framewise(
                     &n_frames,
                     layout,
-                    extent,
-                    Some(1),
-                    never(),
+                    RunOpts {
+                        extent,
+                        n_threads: Some(1),
+                        cancel: never(),
+                    },
                     || (),
                     |_, item, t, row| {
                         for (w, v) in row.iter_mut().enumerate() {
@@ -544,9 +563,11 @@ mod tests {
                     let got = run_blockwise(
                         &n_frames,
                         layout,
-                        extent,
-                        Some(threads),
-                        never(),
+                        RunOpts {
+                            extent,
+                            n_threads: Some(threads),
+                            cancel: never(),
+                        },
                         || (),
                         |_, item, t0, n, vals| {
                             for (w, v) in vals.iter_mut().enumerate() {
@@ -584,9 +605,11 @@ mod tests {
             run_blockwise(
                 &[20],
                 Layout::WidthTime { width: 2 },
-                None,
-                Some(1),
-                never(),
+                RunOpts {
+                    extent: None,
+                    n_threads: Some(1),
+                    cancel: never(),
+                },
                 || (),
                 |_, _, _, _, vals| {
                     vals.iter_mut().for_each(|v| *v = V::splat(1.0));
@@ -600,9 +623,11 @@ mod tests {
         run_blockwise(
             &[3],
             Layout::WidthTime { width: 1 },
-            None,
-            Some(1),
-            never(),
+            RunOpts {
+                extent: None,
+                n_threads: Some(1),
+                cancel: never(),
+            },
             || (),
             |_, _, _, _, _| {},
         )

@@ -3,6 +3,7 @@
 
 use crate::error::{AglError, Result};
 use crate::fastmath::{db10_floor_f64, vectorized, vectorized_wide};
+use crate::parallel::{install, Cancel};
 
 /// The reference of a dB conversion.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,6 +43,34 @@ impl DbParams {
             top_db,
         })
     }
+}
+
+/// `power_to_db` (or `amplitude_to_db` with `amplitude`) of each row of
+/// `data` (rows of `width` values) in place, rows in parallel: `ref=max`
+/// and `top_db` apply per row. Stops early, with an error, when `cancel`
+/// is set.
+pub fn to_db_batch(
+    data: &mut [f32],
+    width: usize,
+    p: &DbParams,
+    amplitude: bool,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<()> {
+    use rayon::prelude::*;
+    install(n_threads, || {
+        data.par_chunks_mut(width.max(1)).for_each(|row| {
+            if cancel.is_cancelled() {
+                return;
+            }
+            if amplitude {
+                amplitude_to_db_inplace(row, p)
+            } else {
+                power_to_db_inplace(row, p)
+            }
+        });
+    })?;
+    cancel.check()
 }
 
 /// `power_to_db` in double precision from `src` into `dst` (same length;

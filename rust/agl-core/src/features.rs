@@ -7,7 +7,7 @@ use std::sync::Arc;
 use num_complex::Complex32;
 use rayon::prelude::*;
 
-use crate::batch::{run_blockwise, run_framewise, FrameOutput, Layout};
+use crate::batch::{run_blockwise, run_framewise, FrameOutput, Layout, RunOpts};
 use crate::db::{power_to_db_inplace, DbParams};
 use crate::error::{check_finite, AglError, Result};
 use crate::fastmath::{db10_floor_inplace, ln_inplace, vectorized, vectorized_wide};
@@ -77,9 +77,11 @@ pub fn spectrogram_batch(
         return run_blockwise(
             &n_frames,
             Layout::WidthTime { width: nf },
-            extent,
-            n_threads,
-            cancel,
+            RunOpts {
+                extent,
+                n_threads,
+                cancel,
+            },
             || LaneStft::new(fft.clone()),
             |s, item, t0, n, vals| {
                 s.block_power(&plan, &Source::plain(items[item]), t0, n, vals);
@@ -95,9 +97,11 @@ pub fn spectrogram_batch(
     run_framewise(
         &n_frames,
         Layout::WidthTime { width: nf },
-        extent,
-        n_threads,
-        cancel,
+        RunOpts {
+            extent,
+            n_threads,
+            cancel,
+        },
         || PairFft::new(params.n_fft),
         |s, item, t, row| {
             s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
@@ -127,17 +131,19 @@ fn check_bank(bank: &MelBank, params: &StftParams) -> Result<()> {
 
 /// Mel spectrogram `bank @ |STFT|^power`, items `[n_mels, frames]`; with
 /// `db` set, converted per item by `power_to_db` (librosa's log-mel).
-#[allow(clippy::too_many_arguments)]
 pub fn melspectrogram_batch(
     items: &[&[f32]],
     params: &StftParams,
     power: f32,
     bank: &MelBank,
     db: Option<&DbParams>,
-    extent: Option<usize>,
-    n_threads: Option<usize>,
-    cancel: &Cancel,
+    run: RunOpts<'_>,
 ) -> Result<FrameOutput<f32>> {
+    let RunOpts {
+        extent,
+        n_threads,
+        cancel,
+    } = run;
     check_power(power)?;
     check_bank(bank, params)?;
     let plan = StftPlan::new(params.clone())?;
@@ -148,9 +154,11 @@ pub fn melspectrogram_batch(
         run_blockwise(
             &n_frames,
             Layout::WidthTime { width: bank.n_mels },
-            extent,
-            n_threads,
-            cancel,
+            RunOpts {
+                extent,
+                n_threads,
+                cancel,
+            },
             || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
             |(s, pw), item, t0, n, vals| {
                 s.block_power(&plan, &Source::plain(items[item]), t0, n, pw);
@@ -166,9 +174,11 @@ pub fn melspectrogram_batch(
         run_framewise(
             &n_frames,
             Layout::WidthTime { width: bank.n_mels },
-            extent,
-            n_threads,
-            cancel,
+            RunOpts {
+                extent,
+                n_threads,
+                cancel,
+            },
             || (PairFft::new(params.n_fft), vec![0f32; nf]),
             |(s, mag), item, t, row| {
                 s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
@@ -425,9 +435,11 @@ pub fn ipd_batch(
         return run_blockwise(
             &n_frames,
             Layout::WidthTime { width: 2 * nm },
-            extent,
-            n_threads,
-            cancel,
+            RunOpts {
+                extent,
+                n_threads,
+                cancel,
+            },
             || LaneBins::new(&fft),
             |s, item, t0, n, vals| {
                 let (l, r) = items[item];
@@ -447,9 +459,11 @@ pub fn ipd_batch(
             channels: 2,
             width: nm,
         },
-        extent,
-        n_threads,
-        cancel,
+        RunOpts {
+            extent,
+            n_threads,
+            cancel,
+        },
         || (BinScratch::new(params.n_fft), vec![0f32; 4 * nm]),
         |(s, quad), item, t, row| {
             let (l, r) = items[item];
@@ -498,12 +512,15 @@ pub struct BatConfig {
     pub loudness_dbfs: Option<f32>,
 }
 
+/// Default FFT length of the BAT and EfficientAT front ends, in samples.
+pub const PRESET_N_FFT: usize = 1024;
+
 impl Default for BatConfig {
     fn default() -> Self {
         BatConfig {
             sr: 32000.0,
             stft: StftParams {
-                n_fft: 1024,
+                n_fft: PRESET_N_FFT,
                 hop_length: 320,
                 win_length: 1024,
                 window: Window::Hann { periodic: true },
@@ -581,9 +598,11 @@ pub fn bat_batch(
                 channels: 4,
                 width: nm,
             },
-            extent,
-            n_threads,
-            cancel,
+            RunOpts {
+                extent,
+                n_threads,
+                cancel,
+            },
             || LaneBins::new(&fft),
             |s, item, t0, n, vals| {
                 let (l, r) = sources(item);
@@ -602,9 +621,11 @@ pub fn bat_batch(
             channels: 4,
             width: nm,
         },
-        extent,
-        n_threads,
-        cancel,
+        RunOpts {
+            extent,
+            n_threads,
+            cancel,
+        },
         || BinScratch::new(cfg.stft.n_fft),
         |s, item, t, row| {
             let (l, r) = sources(item);
@@ -675,7 +696,7 @@ impl Default for EfficientAtConfig {
         EfficientAtConfig {
             sr: 32000.0,
             stft: StftParams {
-                n_fft: 1024,
+                n_fft: PRESET_N_FFT,
                 hop_length: 320,
                 win_length: 800,
                 window: Window::Hann { periodic: false },
@@ -729,9 +750,11 @@ pub fn efficientat_batch(
         return run_blockwise(
             &n_frames,
             Layout::WidthTime { width: cfg.n_mels },
-            extent,
-            n_threads,
-            cancel,
+            RunOpts {
+                extent,
+                n_threads,
+                cancel,
+            },
             || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
             |(s, pw), item, t0, n, vals| {
                 s.block_power(&plan, &src(item), t0, n, pw);
@@ -745,9 +768,11 @@ pub fn efficientat_batch(
     run_framewise(
         &n_frames,
         Layout::WidthTime { width: cfg.n_mels },
-        extent,
-        n_threads,
-        cancel,
+        RunOpts {
+            extent,
+            n_threads,
+            cancel,
+        },
         || (PairFft::new(cfg.stft.n_fft), vec![0f32; nf]),
         |(s, pw), item, t, row| {
             s.frame(&plan, &src(item), item, t, n_frames[item]);

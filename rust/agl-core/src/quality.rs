@@ -24,7 +24,7 @@
 //! In both complexity sums a band whose energy is zero over the whole clip
 //! contributes 0 (scikit-maad gives NaN there).
 
-use crate::batch::{map_items, run_blockwise, run_framewise, FrameOutput, Layout};
+use crate::batch::{map_items, run_blockwise, run_framewise, FrameOutput, Layout, RunOpts};
 use crate::error::{check_finite, AglError, Result};
 use crate::fastmath::vectorized_wide;
 use crate::lanefft::{flat, LaneFft, LANES};
@@ -69,8 +69,8 @@ impl QualityParams {
             sr,
             welch_nperseg: 1024,
             amin: 1e-10,
-            full_scale_threshold: 0.999,
-            n_fft: 512,
+            full_scale_threshold: CLIP_LEVEL,
+            n_fft: QUALITY_N_FFT,
             hop_length: 256,
         }
     }
@@ -224,8 +224,15 @@ fn clip_stats(x: &[f32], threshold: f32) -> ClipStats {
 }
 
 /// Absolute level counted as clipped by [`clip_levels`] (full scale minus
-/// about 0.01 dB), the curation pipeline's threshold.
-pub const CLIP_LEVEL: f32 = 0.999;
+/// about 0.01 dB), the curation pipeline's threshold, in double precision
+/// (the value shown to Python).
+pub const CLIP_LEVEL_F64: f64 = 0.999;
+
+/// [`CLIP_LEVEL_F64`] as the kernels compare it (the nearest `f32`).
+pub const CLIP_LEVEL: f32 = CLIP_LEVEL_F64 as f32;
+
+/// Default FFT length of the complexity metrics' STFT, in samples.
+pub const QUALITY_N_FFT: usize = 512;
 
 /// `[peak |x|, RMS, share of samples with |x| >= threshold, share of
 /// samples whose |x| equals the peak]` over all `parts` of a clip (its
@@ -786,19 +793,24 @@ impl ComplexityPass<'_> {
 /// only for its spectra; the caller vouches that the clip is finite.
 pub type KnownStats = [f64; 3];
 
+/// One clip's working memory: the Welch segment buffers (none on the lane
+/// path), the complexity STFT's FFT scratch and its sums.
+struct ClipScratch {
+    welch: Option<WelchScratch>,
+    stft: FftScratch,
+    acc: ComplexitySums,
+}
+
 /// Clip-level metrics of one clip, with per-worker FFT scratch; a NaN or an
 /// infinity in the clip is a [`AglError::NonFinite`] naming `item` (unless
 /// its statistics are `known`).
-#[allow(clippy::too_many_arguments)]
 fn clip_metrics(
     x: &[f32],
     item: usize,
     p: &QualityParams,
     known: Option<&KnownStats>,
     plan: &StftPlan,
-    welch: &mut Option<WelchScratch>,
-    stft: &mut FftScratch,
-    acc: &mut ComplexitySums,
+    scratch: &mut ClipScratch,
 ) -> Result<QualityMetrics> {
     // The closure must inline into the AVX2 copy for its loops to use it.
     let (st, m) = crate::fastmath::vectorized(
@@ -806,8 +818,8 @@ fn clip_metrics(
         || match known {
             // One copy per case, so the statistics' loop is not behind a
             // branch in the block loop.
-            None => clip_metrics_impl::<false>(x, p, None, plan, welch, stft, acc),
-            Some(_) => clip_metrics_impl::<true>(x, p, known, plan, welch, stft, acc),
+            None => clip_metrics_impl::<false>(x, p, None, plan, scratch),
+            Some(_) => clip_metrics_impl::<true>(x, p, known, plan, scratch),
         },
     );
     if !st.finite() {
@@ -816,17 +828,15 @@ fn clip_metrics(
     Ok(m)
 }
 
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn clip_metrics_impl<const KNOWN: bool>(
     x: &[f32],
     p: &QualityParams,
     known: Option<&KnownStats>,
     plan: &StftPlan,
-    welch: &mut Option<WelchScratch>,
-    stft: &mut FftScratch,
-    acc: &mut ComplexitySums,
+    scratch: &mut ClipScratch,
 ) -> (ClipStats, QualityMetrics) {
+    let ClipScratch { welch, stft, acc } = scratch;
     let mut st = ClipStats::new(p.full_scale_threshold);
     let mut w = WelchPass::new(x, p.welch_nperseg, welch);
     let nb = p.n_fft / 2 + 1;
@@ -956,12 +966,13 @@ fn quality_batch_impl(
             let n = p.welch_nperseg.min(items[i].len()).max(1);
             welch = Some(WelchScratch::new(n).without_lanes());
         }
-        let mut stft = FftScratch::new(p.n_fft);
-        let mut acc = ComplexitySums::default();
+        let mut scratch = ClipScratch {
+            welch,
+            stft: FftScratch::new(p.n_fft),
+            acc: ComplexitySums::default(),
+        };
         let k = known.map(|k| &k[i]);
-        Ok(clip_metrics(
-            items[i], i, p, k, &plan, &mut welch, &mut stft, &mut acc,
-        ))
+        Ok(clip_metrics(items[i], i, p, k, &plan, &mut scratch))
     })?;
     first_error(rows)
 }
@@ -996,17 +1007,19 @@ fn sum_squares(x: &[f32]) -> f64 {
 /// Frame-wise RMS as `librosa.feature.rms(y=...)`: frames of `frame_length`
 /// samples every `hop_length`, padded by `frame_length // 2` on both sides
 /// when `center`. Items are `[1, frames]`.
-#[allow(clippy::too_many_arguments)]
 pub fn rms_frames(
     items: &[&[f32]],
     frame_length: usize,
     hop_length: usize,
     center: bool,
     pad_mode: PadMode,
-    extent: Option<usize>,
-    n_threads: Option<usize>,
-    cancel: &Cancel,
+    run: RunOpts<'_>,
 ) -> Result<FrameOutput<f32>> {
+    let RunOpts {
+        extent,
+        n_threads,
+        cancel,
+    } = run;
     let mut sp = StftParams::new(frame_length);
     sp.hop_length = hop_length;
     sp.center = center;
@@ -1021,9 +1034,11 @@ pub fn rms_frames(
     run_framewise(
         &n_frames,
         Layout::WidthTime { width: 1 },
-        extent,
-        n_threads,
-        cancel,
+        RunOpts {
+            extent,
+            n_threads,
+            cancel,
+        },
         || (),
         |_, item, t, row| {
             let x = items[item];
@@ -1088,9 +1103,11 @@ pub fn spectral_flatness_frames(
         return run_blockwise(
             &n_frames,
             Layout::WidthTime { width: 1 },
-            extent,
-            n_threads,
-            cancel,
+            RunOpts {
+                extent,
+                n_threads,
+                cancel,
+            },
             || LaneStft::new(fft.clone()),
             |s, item, t0, n, vals| {
                 s.block(&plan, &Source::plain(items[item]), t0, n);
@@ -1108,9 +1125,11 @@ pub fn spectral_flatness_frames(
     run_framewise(
         &n_frames,
         Layout::WidthTime { width: 1 },
-        extent,
-        n_threads,
-        cancel,
+        RunOpts {
+            extent,
+            n_threads,
+            cancel,
+        },
         || FftScratch::new(params.n_fft),
         |s, item, t, row| {
             plan.transform_frame(&Source::plain(items[item]), t, s);

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use num_complex::Complex32;
 
-use crate::batch::{run_framewise, FrameOutput, Layout};
+use crate::batch::{run_framewise, FrameOutput, Layout, RunOpts};
 use crate::error::{check_finite, AglError, Result};
 use crate::lanefft::{Frames, LaneFft, LANES, V};
 use crate::parallel::Cancel;
@@ -662,9 +662,11 @@ pub fn stft_batch(
     run_framewise(
         &n_frames,
         Layout::WidthTime { width: nf },
-        extent,
-        n_threads,
-        cancel,
+        RunOpts {
+            extent,
+            n_threads,
+            cancel,
+        },
         || PairFft::new(params.n_fft),
         |s, item, t, row| {
             s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);

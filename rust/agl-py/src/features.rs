@@ -3,7 +3,7 @@
 //! `(data, offsets, extents, n_frames)`: a flat output buffer and the item
 //! layout, which the Python layer turns into arrays or Arrow lists.
 
-use agl_core::batch::FrameOutput;
+use agl_core::batch::{FrameOutput, RunOpts};
 use agl_core::db::{DbParams, DbRef};
 use agl_core::features::{
     bat_batch, efficientat_batch, ipd_batch, melspectrogram_batch, spectrogram_batch, BatConfig,
@@ -252,7 +252,12 @@ pub fn melspectrogram<'py>(
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
     let o = gateway::run(py, work, |c| {
-        melspectrogram_batch(&items, &p, power, &bank, db.as_ref(), extent, n_threads, c)
+        let run = RunOpts {
+            extent,
+            n_threads,
+            cancel: c,
+        };
+        melspectrogram_batch(&items, &p, power, &bank, db.as_ref(), run)
     })?;
     Ok(out(py, o))
 }
@@ -404,23 +409,9 @@ pub fn to_db<'py>(
     let p = db_params(db_ref, amin, top_db)?;
     let shape = [x.shape()[0], x.shape()[1]];
     let mut data: Vec<f32> = x.as_array().iter().copied().collect();
-    let width = shape[1].max(1);
     let work = data.len();
     gateway::run(py, work, |c| {
-        agl_core::parallel::install(n_threads, || {
-            use rayon::prelude::*;
-            data.par_chunks_mut(width).for_each(|row| {
-                if c.is_cancelled() {
-                    return;
-                }
-                if amplitude {
-                    agl_core::db::amplitude_to_db_inplace(row, &p)
-                } else {
-                    agl_core::db::power_to_db_inplace(row, &p)
-                }
-            });
-        })?;
-        c.check()
+        agl_core::db::to_db_batch(&mut data, shape[1], &p, amplitude, n_threads, c)
     })?;
     data.into_pyarray(py).reshape(shape)
 }

@@ -38,6 +38,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CORRUPT_LEVEL", agl_core::audio::CORRUPT_LEVEL)?;
     m.add("SR_RANGE", agl_core::mel::SR_RANGE)?;
     m.add("MAX_POWER", agl_core::features::MAX_POWER)?;
+    m.add("CLIP_LEVEL", agl_core::quality::CLIP_LEVEL_F64)?;
+    m.add("QUALITY_N_FFT", agl_core::quality::QUALITY_N_FFT)?;
+    m.add("PRESET_N_FFT", agl_core::features::PRESET_N_FFT)?;
     m.add_function(wrap_pyfunction!(default_threads, m)?)?;
     m.add_function(wrap_pyfunction!(max_threads, m)?)?;
     m.add_function(wrap_pyfunction!(args::check_count, m)?)?;

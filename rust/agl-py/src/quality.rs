@@ -2,6 +2,7 @@
 //! frame-wise RMS and spectral flatness (librosa's forms), and the
 //! complexity sums of a given spectrogram.
 
+use agl_core::batch::RunOpts;
 use agl_core::quality::{
     complexity_of, levels_batch, quality_batch_with, rms_frames, spectral_flatness_frames,
     KnownStats, QualityParams,
@@ -88,7 +89,7 @@ pub fn quality_metrics<'py>(
 
 /// Level summary `[batch, 3]`: peak |x|, RMS, share of |x| >= threshold.
 #[pyfunction]
-#[pyo3(signature = (signals, threshold=0.999, n_threads=None))]
+#[pyo3(signature = (signals, threshold=agl_core::quality::CLIP_LEVEL, n_threads=None))]
 pub fn levels<'py>(
     py: Python<'py>,
     signals: &Bound<'py, PyAny>,
@@ -138,9 +139,11 @@ pub fn rms<'py>(
             hop_length,
             center,
             pm,
-            extent,
-            n_threads,
-            c,
+            RunOpts {
+                extent,
+                n_threads,
+                cancel: c,
+            },
         )
     })?;
     Ok(out(py, o))

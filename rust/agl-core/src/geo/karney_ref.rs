@@ -257,7 +257,6 @@ impl Ellipsoid {
 
     /// Distance (on the unit-b sphere scale) and reduced length `m12 / b`
     /// for an arc of `sig12` (eqs. 38-41).
-    #[allow(clippy::too_many_arguments)]
     fn lengths(
         &self,
         eps: f64,
@@ -420,15 +419,12 @@ impl Ellipsoid {
     /// Longitude difference `lambda12` reached from point 1 with azimuth
     /// `alp1`, minus the target (eqs. 8-11 with the C3 series), and its
     /// derivative in `alp1` (eq. 46) when `diffp`.
-    #[allow(clippy::too_many_arguments)]
     fn lambda12(
         &self,
         p1: Beta,
         p2: Beta,
-        salp1: f64,
-        mut calp1: f64,
-        slam120: f64,
-        clam120: f64,
+        (salp1, mut calp1): (f64, f64),
+        (slam120, clam120): (f64, f64),
         diffp: bool,
     ) -> Lambda {
         let (sbet1, cbet1, dn1) = p1;
@@ -564,7 +560,7 @@ impl Ellipsoid {
         let mut numit = 0;
         let mut last;
         loop {
-            last = self.lambda12(p1, p2, salp1, calp1, slam12, clam12, numit < MAXIT1);
+            last = self.lambda12(p1, p2, (salp1, calp1), (slam12, clam12), numit < MAXIT1);
             let v = last.lam12;
             if numit >= MAXIT2
                 || tripb

@@ -1,0 +1,112 @@
+"""Parameter objects of the short-time transforms, with librosa's defaults.
+
+The defaults that depend on other parameters are resolved here, once:
+``win_length`` defaults to ``n_fft`` and ``hop_length`` to
+``win_length // 4`` (librosa's rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["StftParams", "default_hop_length", "default_win_length"]
+
+
+def default_win_length(n_fft: int, win_length: int | None) -> int:
+    """The window length in samples: ``win_length``, or ``n_fft`` when None.
+
+    Parameters
+    ----------
+    n_fft : int
+        FFT length in samples.
+    win_length : int or None
+        Window length in samples.
+
+    Returns
+    -------
+    int
+        Window length in samples.
+    """
+    return n_fft if win_length is None else win_length
+
+
+def default_hop_length(n_fft: int, win_length: int | None, hop_length: int | None) -> int:
+    """The hop in samples: ``hop_length``, or ``win_length // 4`` when None.
+
+    Parameters
+    ----------
+    n_fft : int
+        FFT length in samples.
+    win_length : int or None
+        Window length in samples (``n_fft`` when None).
+    hop_length : int or None
+        Samples between frames.
+
+    Returns
+    -------
+    int
+        Samples between frames (possibly < 1: the caller validates).
+    """
+    if hop_length is not None:
+        return hop_length
+    return default_win_length(n_fft, win_length) // 4
+
+
+@dataclass(frozen=True)
+class StftParams:
+    """The framing of a short-time Fourier transform, defaults resolved.
+
+    Parameters
+    ----------
+    n_fft : int
+        FFT length in samples.
+    hop_length : int or None
+        Samples between frames; None gives ``win_length // 4``.
+    win_length : int or None
+        Window length in samples; None gives ``n_fft``.
+    window : str, tuple, callable or np.ndarray
+        Window name or coefficients (see :func:`agl_fast.dsp.stft.stft`).
+    center : bool
+        Pad ``n_fft // 2`` samples on both sides.
+    pad_mode : str
+        Padding when ``center``.
+
+    Attributes
+    ----------
+    win_length : int
+        The resolved window length in samples.
+    hop_length : int
+        The resolved hop in samples.
+    """
+
+    n_fft: int = 2048
+    hop_length: int | None = None
+    win_length: int | None = None
+    window: Any = "hann"
+    center: bool = True
+    pad_mode: str = "constant"
+
+    def __post_init__(self) -> None:
+        win = default_win_length(self.n_fft, self.win_length)
+        object.__setattr__(self, "win_length", win)
+        hop = default_hop_length(self.n_fft, win, self.hop_length)
+        object.__setattr__(self, "hop_length", hop)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The parameters as keyword arguments of :func:`agl_fast.dsp.stft.stft`.
+
+        Returns
+        -------
+        dict of str to Any
+            ``n_fft``, ``hop_length``, ``win_length``, ``window``, ``center``
+            and ``pad_mode``.
+        """
+        return {
+            "n_fft": self.n_fft,
+            "hop_length": self.hop_length,
+            "win_length": self.win_length,
+            "window": self.window,
+            "center": self.center,
+            "pad_mode": self.pad_mode,
+        }

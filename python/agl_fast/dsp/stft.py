@@ -1,0 +1,368 @@
+"""The short-time Fourier transform: windows, padding, frame counts,
+:func:`stft` and :func:`spectrogram`, with librosa's names and defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import _native
+from .._internal.args import count, flag, real, text
+from .._internal.batch import Output, _is_arrow, check_output, prepare_mono, run
+from .._internal.config import resolve_threads
+from ..exceptions import ParameterError, ShapeError
+from .params import default_hop_length
+
+__all__ = [
+    "NATIVE_PAD_MODES",
+    "NATIVE_WINDOWS",
+    "NUMPY_PAD_MODES",
+    "REFUSED_PAD_MODES",
+    "Window",
+    "is_double",
+    "n_frames",
+    "pad_outside",
+    "resolve_window",
+    "spectrogram",
+    "stft",
+    "stft_double",
+    "window_length",
+]
+
+Window = str | tuple[Any, ...] | Callable[[int], Any] | np.ndarray
+
+# Window names the Rust core computes itself (periodic unless "_symmetric").
+NATIVE_WINDOWS = frozenset(
+    {
+        "hann",
+        "hann_periodic",
+        "hanning",
+        "hann_symmetric",
+        "hamming",
+        "hamming_periodic",
+        "hamming_symmetric",
+        "rectangular",
+        "boxcar",
+        "rect",
+        "ones",
+        "box",
+    }
+)
+# Padding the Rust core applies itself when ``center``; the other numpy.pad
+# modes librosa allows are applied here before the transform.
+NATIVE_PAD_MODES = ("constant", "reflect")
+NUMPY_PAD_MODES = ("edge", "linear_ramp", "symmetric", "empty")
+# numpy.pad modes that librosa refuses for the STFT (they look at the whole
+# signal, not at the frame being padded).
+REFUSED_PAD_MODES = ("wrap", "maximum", "mean", "median", "minimum")
+
+
+def resolve_window(window: Window, length: int | None = None, dtype: Any = np.float32) -> Any:
+    """A window as the core takes it: a native name or float32 coefficients.
+
+    Other names and ``(name, parameter)`` tuples go through
+    ``scipy.signal.get_window(window, length, fftbins=True)`` (periodic, as
+    librosa); a callable is called with ``length``.
+    """
+    if isinstance(window, str) and window in NATIVE_WINDOWS:
+        return window
+    if isinstance(window, (str, tuple)) or (
+        isinstance(window, (int, float)) and not isinstance(window, bool)
+    ):
+        if length is None:
+            raise ParameterError(f"window={window!r} needs a window length")
+        if isinstance(window, (int, float)) and not math.isfinite(window):
+            raise ParameterError(f"window={window!r} (a Kaiser beta) must be finite")
+        try:
+            from scipy.signal import get_window
+        except ImportError as exc:  # pragma: no cover - scipy is installed with the tests
+            raise ParameterError(
+                f"window={window!r} is not one of the native windows "
+                f"({', '.join(sorted(NATIVE_WINDOWS))}) and scipy is not installed"
+            ) from exc
+        try:
+            coefficients = get_window(window, length, fftbins=True)
+        except (ValueError, TypeError, IndexError, KeyError) as exc:
+            raise ParameterError(f"window={window!r} is not a known window: {exc}") from exc
+        return _finite_window(np.ascontiguousarray(coefficients, dtype=dtype), window)
+    if callable(window):
+        if length is None:
+            raise ParameterError("a window function needs a window length")
+        window = window(length)
+    try:
+        w = np.ascontiguousarray(np.asarray(window, dtype=dtype))
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(
+            f"window must be a name, a tuple, a function or an array: {exc}"
+        ) from exc
+    if w.ndim != 1:
+        raise ParameterError(f"window array must be 1-D, got shape {w.shape}")
+    if length is not None and w.shape[0] != length:
+        raise ParameterError(f"window size mismatch: {w.shape[0]} != {length}")
+    return _finite_window(w, "array")
+
+
+def _finite_window(w: Any, what: Any) -> Any:
+    if not np.isfinite(w).all():
+        raise ParameterError(f"window={what!r} has non-finite coefficients")
+    return w
+
+
+def window_length(n_fft: Any, win_length: Any) -> int | None:
+    """The window length a callable or scipy window is built at."""
+    wl = n_fft if win_length is None else win_length
+    if isinstance(wl, (int, np.integer)) and not isinstance(wl, (bool, np.bool_)) and wl > 0:
+        return int(wl)
+    return None
+
+
+def pad_outside(y: Any, n_fft: Any, center: bool, pad_mode: str) -> tuple[Any, bool, str]:
+    """Apply a numpy.pad mode the core lacks: ``(y, center, pad_mode)`` for
+    the native call. ``center`` and ``pad_mode`` are checked here, for
+    every STFT-based function."""
+    if n_fft is None:
+        raise ParameterError("n_fft must be a positive integer, got None")
+    center = flag("center", center)
+    pad_mode = text("pad_mode", pad_mode)
+    if not center or pad_mode in NATIVE_PAD_MODES:
+        return y, center, pad_mode
+    if pad_mode in REFUSED_PAD_MODES or pad_mode not in NUMPY_PAD_MODES:
+        raise ParameterError(
+            f"pad_mode={pad_mode!r} is not supported for the STFT; use one of "
+            f"{', '.join(NATIVE_PAD_MODES + NUMPY_PAD_MODES)}"
+        )
+    if not isinstance(y, np.ndarray) or window_length(n_fft, None) is None:
+        raise ParameterError(
+            f"pad_mode={pad_mode!r} needs a numpy array input and a positive integer n_fft"
+        )
+    if y.size == 0:
+        raise ShapeError(f"input signal is empty (shape {y.shape})")
+    half = int(n_fft) // 2
+    widths = [(0, 0)] * (y.ndim - 1) + [(half, half)]
+    return np.pad(y, widths, mode=pad_mode), False, "constant"  # type: ignore[call-overload]
+
+
+def n_frames(
+    n_samples: int, *, n_fft: int = 2048, hop_length: int | None = None, center: bool = True
+) -> int:
+    """Number of STFT frames librosa produces for ``n_samples`` samples.
+
+    Parameters
+    ----------
+    n_samples : int
+        Signal length in samples.
+    n_fft, hop_length, center
+        As in :func:`stft`.
+
+    Returns
+    -------
+    int
+        ``1 + (n_samples + 2 * (n_fft // 2) * center - n_fft) // hop_length``.
+    """
+    n_samples = count("n_samples", n_samples)
+    n_fft = count("n_fft", n_fft)
+    center = flag("center", center)
+    hop = default_hop_length(
+        n_fft, None, count("hop_length", hop_length) if hop_length is not None else None
+    )
+    if hop < 1:
+        raise ParameterError(
+            f"hop_length must be a positive integer, got the default n_fft // 4 = {hop}"
+        )
+    padded = n_samples + (2 * (n_fft // 2) if center else 0)
+    if n_samples < 1 or padded < n_fft:
+        raise ShapeError(f"n_fft={n_fft} is too large for an input signal of length={n_samples}")
+    return 1 + (padded - n_fft) // hop
+
+
+def is_double(y: Any) -> bool:
+    return isinstance(y, np.ndarray) and y.dtype == np.float64
+
+
+def stft_double(
+    y: np.ndarray,
+    n_fft: Any,
+    hop_length: Any,
+    win_length: Any,
+    window: Window,
+    center: bool,
+    pad_mode: str,
+    n_threads: int | None,
+    allow_copy: bool = True,
+) -> np.ndarray:
+    """The float64 STFT ``[..., 1 + n_fft // 2, t]`` (complex128): every
+    step in double precision, as librosa does for float64 input."""
+    if y.ndim == 0 or y.size == 0:
+        raise ShapeError(f"input signal is empty or a scalar (shape {y.shape})")
+    if not y.flags.c_contiguous and not allow_copy:
+        raise ParameterError(
+            f"audio buffer (dtype={y.dtype}, C-contiguous=False) needs a copy to become "
+            "C-contiguous, and allow_copy=False"
+        )
+    lead = y.shape[:-1]
+    rows = np.ascontiguousarray(y.reshape(-1, y.shape[-1]))
+    w = resolve_window(window, window_length(n_fft, win_length), dtype=np.float64)
+    n_t, data = _native.stft_f64(
+        rows,
+        n_fft,
+        hop_length,
+        win_length,
+        w,
+        center,
+        pad_mode,
+        resolve_threads(n_threads),
+    )
+    return data.reshape(*lead, int(n_fft) // 2 + 1, n_t)  # type: ignore[no-any-return]
+
+
+def _complex_output(y: Any, output: Output, refuse_arrow: bool = False) -> Output:
+    """The checked ``output``; ``'auto'`` is a list for an Arrow batch
+    (complex values have no Arrow form)."""
+    check_output(output)
+    if refuse_arrow and output == "arrow":
+        raise ParameterError(
+            "stft returns complex values, which have no Arrow output; use output='list' or 'padded'"
+        )
+    if output == "auto" and _is_arrow(y):
+        return "list"
+    return output
+
+
+def stft(
+    y: Any,
+    *,
+    n_fft: int = 2048,
+    hop_length: int | None = None,
+    win_length: int | None = None,
+    window: Window = "hann",
+    center: bool = True,
+    pad_mode: str = "constant",
+    n_threads: int | None = None,
+    output: Output = "auto",
+    allow_copy: bool = True,
+) -> Any:
+    """Short-time Fourier transform, as ``librosa.stft``.
+
+    Parameters
+    ----------
+    y : np.ndarray [shape=(..., n)], list of arrays, or Arrow list<float32>
+        Audio. Leading axes of an array are batch axes.
+    n_fft : int > 0
+        FFT length in samples.
+    hop_length : int > 0 or None
+        Samples between frames; default ``win_length // 4``.
+    win_length : int <= n_fft or None
+        Window length; default ``n_fft``. The window is zero-padded to
+        ``n_fft``, centred.
+    window : str or np.ndarray
+        ``'hann'`` (periodic, librosa's default), ``'hann_symmetric'``,
+        ``'hamming'``, ``'hamming_symmetric'``, ``'rectangular'``, or an array
+        of ``win_length`` coefficients.
+    center : bool
+        Pad ``n_fft // 2`` samples on both sides so frame ``t`` is centred at
+        ``t * hop_length``.
+    pad_mode : {'constant', 'reflect'}
+        Padding when ``center`` (librosa's default is ``'constant'``).
+    n_threads : int or None
+        Worker threads; default from :func:`agl_fast.set_num_threads`,
+        ``AGL_FAST_NUM_THREADS`` or the CPU count.
+    output : {'auto', 'numpy', 'list', 'padded'}
+        Result container (see :mod:`agl_fast._internal.batch`); complex results have
+        no Arrow form, so ``'auto'`` gives a list for Arrow input.
+    allow_copy : bool
+        Allow copying a non-float32 or non-contiguous input.
+
+    Returns
+    -------
+    np.ndarray [shape=(..., 1 + n_fft // 2, t), dtype=complex64 or complex128]
+        complex128 (computed in double precision) for a float64 numpy array.
+        ``t = 1 + (n + 2 * (n_fft // 2) * center - n_fft) // hop_length``.
+
+    Examples
+    --------
+    >>> import numpy as np, agl_fast
+    >>> y = np.sin(2 * np.pi * 440 * np.arange(22050) / 22050).astype(np.float32)
+    >>> agl_fast.stft(y, n_fft=1024).shape
+    (513, 87)
+    """
+    output = _complex_output(y, output, refuse_arrow=True)
+    y, center, pad_mode = pad_outside(y, n_fft, center, pad_mode)
+    if is_double(y) and isinstance(output, str) and output in ("auto", "numpy"):
+        return stft_double(
+            y, n_fft, hop_length, win_length, window, center, pad_mode, n_threads, allow_copy
+        )
+    prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
+    return run(
+        _native.stft,
+        prep,
+        lambda t: (n_fft // 2 + 1, t),
+        output,
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=resolve_window(window, window_length(n_fft, win_length)),
+        center=center,
+        pad_mode=pad_mode,
+        n_threads=resolve_threads(n_threads),
+    )
+
+
+def _power(S: np.ndarray, power: float) -> np.ndarray:
+    """``|S| ** power`` of a complex128 STFT, in float64."""
+    if not (0 < power <= _native.MAX_POWER):
+        raise ParameterError(
+            f"power must be a positive exponent <= {_native.MAX_POWER}, got power={power}"
+        )
+    P = S.real**2 + S.imag**2
+    return P if power == 2.0 else P ** (power / 2.0)  # type: ignore[no-any-return]
+
+
+def spectrogram(
+    y: Any,
+    *,
+    n_fft: int = 2048,
+    hop_length: int | None = None,
+    win_length: int | None = None,
+    window: Window = "hann",
+    center: bool = True,
+    pad_mode: str = "constant",
+    power: float = 2.0,
+    n_threads: int | None = None,
+    output: Output = "auto",
+    allow_copy: bool = True,
+) -> Any:
+    """``|stft(y)| ** power``: magnitude (``power=1``) or power (``power=2``).
+
+    Parameters are those of :func:`stft` plus ``power`` (> 0).
+
+    Returns
+    -------
+    np.ndarray [shape=(..., 1 + n_fft // 2, t), dtype=float32 or float64]
+        float64 (computed in double precision) for a float64 numpy array.
+    """
+    output = _complex_output(y, output)
+    y, center, pad_mode = pad_outside(y, n_fft, center, pad_mode)
+    if is_double(y) and isinstance(output, str) and output in ("auto", "numpy"):
+        S = stft_double(
+            y, n_fft, hop_length, win_length, window, center, pad_mode, n_threads, allow_copy
+        )
+        return _power(S, power)
+    prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
+    return run(
+        _native.spectrogram,
+        prep,
+        lambda t: (n_fft // 2 + 1, t),
+        output,
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=resolve_window(window, window_length(n_fft, win_length)),
+        center=center,
+        pad_mode=pad_mode,
+        power=real("power", power),
+        n_threads=resolve_threads(n_threads),
+    )
