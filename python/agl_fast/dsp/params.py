@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._internal import args as _args
+from ..exceptions import ParameterError
+
 __all__ = ["StftParams", "default_hop_length", "default_win_length"]
 
 
@@ -88,10 +91,25 @@ class StftParams:
     pad_mode: str = "constant"
 
     def __post_init__(self) -> None:
-        win = default_win_length(self.n_fft, self.win_length)
+        # the one validation of the framing: counts by the core's own rule
+        n_fft = _args.count("n_fft", self.n_fft)
+        given_win = None if self.win_length is None else _args.count("win_length", self.win_length)
+        given_hop = None if self.hop_length is None else _args.count("hop_length", self.hop_length)
+        win = default_win_length(n_fft, given_win)
+        if win > n_fft:
+            raise ParameterError(
+                f"n_fft must be >= win_length (win_length={win}), got n_fft={n_fft}"
+            )
+        hop = default_hop_length(n_fft, win, given_hop)
+        if hop < 1:
+            raise ParameterError(
+                f"hop_length must be a positive integer, got hop_length={hop} (win_length // 4)"
+            )
+        object.__setattr__(self, "n_fft", n_fft)
         object.__setattr__(self, "win_length", win)
-        hop = default_hop_length(self.n_fft, win, self.hop_length)
         object.__setattr__(self, "hop_length", hop)
+        object.__setattr__(self, "center", _args.flag("center", self.center))
+        object.__setattr__(self, "pad_mode", _args.text("pad_mode", self.pad_mode))
 
     def as_kwargs(self) -> dict[str, Any]:
         """The parameters as keyword arguments of :func:`agl_fast.dsp.stft.stft`.

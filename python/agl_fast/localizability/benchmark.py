@@ -129,7 +129,7 @@ def _command(name: str) -> Any:
         from . import cli as localizability_cli
 
         return localizability_cli
-    raise ValueError(f"no benchmark step runs the command {name!r}")
+    raise ParameterError(f"no benchmark step runs the command {name!r}")
 
 
 def _step(name: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> None:

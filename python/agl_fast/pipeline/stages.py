@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import _native
 from ..exceptions import ParameterError, ShapeError
 
 __all__ = [
@@ -46,8 +47,9 @@ __all__ = [
     "registered_stages",
 ]
 
-#: Absolute level treated as clipping (full scale minus about 0.01 dB).
-CLIP_LEVEL = 0.999
+#: Absolute level treated as clipping (full scale minus about 0.01 dB): the
+#: Rust core's one declaration, the level its decoder measures at.
+CLIP_LEVEL: float = _native.CLIP_LEVEL
 
 
 @dataclass
@@ -175,8 +177,6 @@ def _db(x: np.ndarray) -> np.ndarray:
 def _levels(clips: Clips) -> Columns:
     # One native pass per clip over all its samples (the audio reaching the
     # stages is finite: non-finite files are error rows at decoding).
-    from .. import _native
-
     if clips.levels is not None:
         m = clips.levels
     else:

@@ -34,6 +34,7 @@ import numpy as np
 
 from ... import features as _f
 from ..._internal import args as _args
+from ...dsp.params import default_hop_length
 from ...exceptions import AudioDecodeError
 from ...exceptions import ParameterError as _ParameterError
 from . import feature, filters
@@ -153,7 +154,7 @@ def stft(
     win_length = _count("win_length", win_length, allow_none=True)
     hop_length = _count("hop_length", hop_length, allow_none=True)
     if hop_length is None:
-        hop_length = (win_length if win_length is not None else n_fft) // 4
+        hop_length = default_hop_length(n_fft, win_length, None)
         if hop_length < 1:
             raise _ParameterError(f"hop_length={hop_length} must be a positive integer")
     if center and pad_mode in _f.REFUSED_PAD_MODES:
