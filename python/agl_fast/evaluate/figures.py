@@ -71,7 +71,7 @@ def error_cdfs(distances: dict[str, np.ndarray], title: str, path: str | Path) -
     ax.set_ylabel("share of answers")
     ax.set_ylim(0, 1)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="best")
     ax.set_title(title)
     fig.tight_layout()
     out = Path(path)

@@ -207,7 +207,9 @@ def plot_distribution(
                 label=f"{name} = {value:.4g} (off scale)")  # fmt: skip
     ax.set_xlabel(DISTRIBUTIONS.get(column, column))
     ax.set_ylabel("clips")
-    ax.legend(frameon=False, fontsize="small")
+    # "best" named explicitly: matplotlib warns (an error under -W error) when
+    # the default placement search takes more than a second on a busy machine
+    ax.legend(frameon=False, fontsize="small", loc="best")
     infinite = int(np.isinf(x).sum())
     if infinite:
         # e.g. the -inf dBFS of a digitally silent clip
