@@ -1,11 +1,13 @@
 # Type stubs of the compiled module agl_fast._native (checked by
 # mypy.stubtest in the test suite). One section per feature family.
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from .dsp.params import MelParams, StftParams
 
 __version__: str
 MAX_SAMPLE_RATE: int
@@ -29,6 +31,7 @@ __all__ = [
     "acoustic_complexity",
     "bat",
     "check_count",
+    "default_hop_length",
     "default_threads",
     "edc",
     "edc_distance",
@@ -70,104 +73,46 @@ def max_threads() -> int: ...
 
 # --- features -------------------------------------------------------------
 def check_count(name: str, value: Any) -> int: ...
-def mel_filterbank(
-    sr: float,
-    n_fft: int,
-    n_mels: int,
-    fmin: float,
-    fmax: float | None,
-    htk: bool,
-    norm: str | float | None,
-) -> npt.NDArray[np.float32]: ...
+def default_hop_length(win_length: int) -> int: ...
+def mel_filterbank(n_fft: int, mel: MelParams) -> npt.NDArray[np.float32]: ...
 def kaldi_mel_filterbank(
     sr: float, n_fft: int, n_mels: int, fmin: float, fmax: float
 ) -> npt.NDArray[np.float32]: ...
 def stft(
-    signals: Any,
-    n_fft: int,
-    hop_length: int | None,
-    win_length: int | None,
-    window: Any,
-    center: bool,
-    pad_mode: str,
-    extent: int | None = None,
-    n_threads: int | None = None,
+    signals: Any, framing: StftParams, extent: int | None = None, n_threads: int | None = None
 ) -> _Out: ...
 def spectrogram(
     signals: Any,
-    n_fft: int,
-    hop_length: int | None,
-    win_length: int | None,
-    window: Any,
-    center: bool,
-    pad_mode: str,
+    framing: StftParams,
     power: float = 2.0,
     extent: int | None = None,
     n_threads: int | None = None,
 ) -> _Out: ...
 def melspectrogram(
     signals: Any,
-    sr: float,
-    n_fft: int,
-    hop_length: int | None,
-    win_length: int | None,
-    window: Any,
-    center: bool,
-    pad_mode: str,
+    framing: StftParams,
+    mel: MelParams,
     power: float = 2.0,
-    n_mels: int | None = None,
-    fmin: float = 0.0,
-    fmax: float | None = None,
-    htk: bool = False,
-    norm: str | float | None = None,
-    mel_basis: npt.NDArray[np.float32] | None = None,
-    to_db: bool = False,
-    db_ref: float | None = ...,
-    amin: float = 1e-10,
-    top_db: float | None = ...,
+    db: Mapping[str, Any] | None = None,
     extent: int | None = None,
     n_threads: int | None = None,
 ) -> _Out: ...
 def ipd(
     signals: Any,
-    sr: float,
-    n_fft: int,
-    hop_length: int | None,
-    win_length: int | None,
-    window: Any,
-    center: bool,
-    pad_mode: str,
-    n_mels: int | None = None,
-    fmin: float = 0.0,
-    fmax: float | None = None,
-    htk: bool = False,
-    norm: str | float | None = None,
+    framing: StftParams,
+    mel: MelParams,
     extent: int | None = None,
     n_threads: int | None = None,
 ) -> _Out: ...
 def bat(
     signals: Any,
-    sr: float,
-    n_fft: int,
-    hop_length: int,
-    n_mels: int,
-    fmin: float,
-    fmax: float,
-    amin: float,
-    loudness_dbfs: float | None,
+    recipe: Mapping[str, Any],
     extent: int | None = None,
     n_threads: int | None = None,
 ) -> _Out: ...
 def efficientat(
     signals: Any,
-    sr: float,
-    n_fft: int,
-    win_length: int,
-    hop_length: int,
-    n_mels: int,
-    fmin: float,
-    fmax: float,
-    preemphasis: float,
+    recipe: Mapping[str, Any],
     extent: int | None = None,
     n_threads: int | None = None,
 ) -> _Out: ...
@@ -188,14 +133,7 @@ def to_db_f64(
     n_threads: int | None = None,
 ) -> npt.NDArray[np.float64]: ...
 def stft_f64(
-    rows: npt.NDArray[np.float64],
-    n_fft: int,
-    hop_length: int | None,
-    win_length: int | None,
-    window: Any,
-    center: bool,
-    pad_mode: str,
-    n_threads: int | None = None,
+    rows: npt.NDArray[np.float64], framing: StftParams, n_threads: int | None = None
 ) -> tuple[int, npt.NDArray[np.complex128]]: ...
 
 # --- geo --------------------------------------------------------------------
@@ -231,24 +169,12 @@ def geo_summary(
 # --- audio ----------------------------------------------------------------
 def load(
     path: str | os.PathLike[str] | bytes,
-    sr: int | None = ...,
-    mono: bool = False,
-    channel: int | None = None,
-    offset: float = 0.0,
-    duration: float | None = None,
-    max_duration: float | None = None,
-    res_type: str = "hq",
+    options: Mapping[str, Any],
     format: str | None = None,
 ) -> tuple[npt.NDArray[np.float32], int, int, int, bool]: ...
 def load_many(
     paths: Sequence[str | os.PathLike[str] | bytes],
-    sr: int | None = ...,
-    mono: bool = False,
-    channel: int | None = None,
-    offset: float = 0.0,
-    duration: float | None = None,
-    max_duration: float | None = None,
-    res_type: str = "hq",
+    options: Mapping[str, Any],
     n_threads: int | None = None,
     join: bool = True,
     formats: Sequence[str | None] | None = None,
@@ -276,12 +202,7 @@ def levels(
 ) -> npt.NDArray[np.float64]: ...
 def quality_metrics(
     signals: Any,
-    sr: float,
-    welch_nperseg: int,
-    amin: float,
-    full_scale_threshold: float,
-    n_fft: int,
-    hop_length: int,
+    params: Mapping[str, Any],
     n_threads: int | None = None,
     clip_stats: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]: ...
@@ -296,12 +217,7 @@ def rms(
 ) -> _Out: ...
 def spectral_flatness(
     signals: Any,
-    n_fft: int,
-    hop_length: int | None,
-    win_length: int | None,
-    window: Any,
-    center: bool,
-    pad_mode: str,
+    framing: StftParams,
     amin: float = 1e-10,
     power: float = 2.0,
     extent: int | None = None,

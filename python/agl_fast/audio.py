@@ -134,9 +134,11 @@ def _decode_options(
     offset: Any,
     duration: Any,
     max_duration: Any,
+    res_type: Any,
 ) -> dict[str, Any]:
-    """The decoding keywords of the native loaders, each checked once."""
+    """The decoding options of the native loaders, each checked once."""
     return {
+        "res_type": text("res_type", res_type),
         "sr": None if sr is None else _rate("sr", sr),
         "mono": _flag("mono", mono),
         "channel": _check_channel(channel),
@@ -226,11 +228,9 @@ def load(
     >>> y.shape  # doctest: +SKIP
     (2, 320000)
     """
+    options = _decode_options(sr, mono, channel, offset, duration, max_duration, res_type)
     y, out_sr, _, _, _ = _native.load(
-        _source(path, "path"),
-        **_decode_options(sr, mono, channel, offset, duration, max_duration),
-        res_type=text("res_type", res_type),
-        format=_format("format", format),
+        _source(path, "path"), options, format=_format("format", format)
     )
     if y.shape[0] == 1:
         y = y[0]
@@ -438,8 +438,7 @@ def _decode_batch(
         )
     out = _native.load_many(
         str_paths,
-        **_decode_options(sr, mono, channel, offset, duration, max_duration),
-        res_type=text("res_type", res_type),
+        _decode_options(sr, mono, channel, offset, duration, max_duration, res_type),
         n_threads=resolve_threads(n_threads),
         join=join,
         formats=None

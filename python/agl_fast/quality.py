@@ -38,6 +38,7 @@ from . import _native
 from ._internal.args import array, real
 from ._internal.batch import Output, prepare_mono, run
 from ._internal.config import resolve_threads
+from .dsp.params import CENTER, N_FFT, PAD_MODE, WINDOW
 from .exceptions import ParameterError, ShapeError
 from .quality_filters import (
     DEFAULT_THRESHOLDS,
@@ -159,14 +160,17 @@ def quality_metrics(
             raise ShapeError(
                 f"clip_stats must have shape ({prep.n_items}, 3), got {clip_stats.shape}"
             )
+    params = {
+        "sr": real("sr", sr),
+        "welch_nperseg": welch_nperseg,
+        "amin": real("amin", amin),
+        "full_scale_threshold": real("full_scale_threshold", full_scale_threshold),
+        "n_fft": n_fft,
+        "hop_length": hop_length,
+    }
     m = _native.quality_metrics(
         prep.native,
-        real("sr", sr),
-        welch_nperseg=welch_nperseg,
-        amin=real("amin", amin),
-        full_scale_threshold=real("full_scale_threshold", full_scale_threshold),
-        n_fft=n_fft,
-        hop_length=hop_length,
+        params,
         n_threads=resolve_threads(n_threads),
         clip_stats=clip_stats,
     )
@@ -306,10 +310,10 @@ def _ids(ids: Any, n_items: int) -> list[Any]:
 def rms(
     y: Any,
     *,
-    frame_length: int = 2048,
+    frame_length: int = N_FFT,
     hop_length: int = 512,
-    center: bool = True,
-    pad_mode: str = "constant",
+    center: bool = CENTER,
+    pad_mode: str = PAD_MODE,
     n_threads: int | None = None,
     output: Output = "auto",
     allow_copy: bool = True,
@@ -355,12 +359,12 @@ def rms(
 def spectral_flatness(
     y: Any,
     *,
-    n_fft: int = 2048,
+    n_fft: int = N_FFT,
     hop_length: int | None = None,
     win_length: int | None = None,
-    window: Any = "hann",
-    center: bool = True,
-    pad_mode: str = "constant",
+    window: Any = WINDOW,
+    center: bool = CENTER,
+    pad_mode: str = PAD_MODE,
     amin: float = 1e-10,
     power: float = 2.0,
     n_threads: int | None = None,
@@ -389,7 +393,7 @@ def spectral_flatness(
     -------
     np.ndarray [shape=(..., 1, t), dtype=float32]
     """
-    from .dsp.stft import pad_outside, resolve_window, window_length
+    from .dsp.stft import framing, pad_outside
 
     y, center, pad_mode = pad_outside(y, n_fft, center, pad_mode)
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
@@ -398,12 +402,7 @@ def spectral_flatness(
         prep,
         lambda t: (1, t),
         output,
-        n_fft=n_fft,
-        hop_length=hop_length,
-        win_length=win_length,
-        window=resolve_window(window, window_length(n_fft, win_length)),
-        center=center,
-        pad_mode=pad_mode,
+        framing=framing(n_fft, hop_length, win_length, window, center, pad_mode),
         amin=real("amin", amin),
         power=real("power", power),
         n_threads=resolve_threads(n_threads),

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _native
-from .._internal.args import flag, opt_real, real, text
 from .._internal.batch import Output, prepare_stereo, run
 from .._internal.config import resolve_threads
-from ..exceptions import ParameterError
-from .stft import Window, resolve_window, window_length
+from .params import CENTER, MEL_NORM, N_MELS, WINDOW, MelParams
+from .stft import Window, framing
 
 __all__ = ["ipd_features"]
 
@@ -18,17 +17,17 @@ def ipd_features(
     y: Any,
     *,
     sr: float = 32000,
-    n_fft: int = 1024,
+    n_fft: int = _native.PRESET_N_FFT,
     hop_length: int = 320,
     win_length: int | None = None,
-    window: Window = "hann",
-    center: bool = True,
+    window: Window = WINDOW,
+    center: bool = CENTER,
     pad_mode: str = "reflect",
-    n_mels: int = 128,
+    n_mels: int = N_MELS,
     fmin: float = 50.0,
     fmax: float | None = 14000.0,
     htk: bool = False,
-    norm: str | float | None = "slaney",
+    norm: str | float | None = MEL_NORM,
     n_threads: int | None = None,
     output: Output = "auto",
     allow_copy: bool = True,
@@ -52,25 +51,15 @@ def ipd_features(
     np.ndarray [shape=(..., 2, n_mels, t), dtype=float32]
         Channel 0 is cos, channel 1 is sin.
     """
-    if n_mels is None:
-        raise ParameterError("n_mels must be a positive integer, got None")
+    mel = MelParams(sr=sr, n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm)
+    frame = framing(n_fft, hop_length, win_length, window, center, pad_mode)
     prep = prepare_stereo(y, allow_copy=allow_copy)
     return run(
         _native.ipd,
         prep,
-        lambda t: (2, n_mels, t),
+        lambda t: (2, mel.n_mels, t),
         output,
-        sr=real("sr", sr),
-        n_fft=n_fft,
-        hop_length=hop_length,
-        win_length=win_length,
-        window=resolve_window(window, window_length(n_fft, win_length)),
-        center=flag("center", center),
-        pad_mode=text("pad_mode", pad_mode),
-        n_mels=n_mels,
-        fmin=real("fmin", fmin),
-        fmax=opt_real("fmax", fmax),
-        htk=flag("htk", htk),
-        norm=norm,
+        framing=frame,
+        mel=mel,
         n_threads=resolve_threads(n_threads),
     )

@@ -8,12 +8,13 @@ from typing import Any
 import numpy as np
 
 from .. import _native
-from .._internal.args import array, flag, opt_real, real
+from .._internal.args import array, opt_real, real
 from .._internal.batch import Output, prepare_mono, run
 from .._internal.config import resolve_threads
 from ..exceptions import ParameterError, ShapeError
 from .db import _db_ref
-from .stft import Window, is_double, pad_outside, resolve_window, spectrogram, window_length
+from .params import CENTER, MEL_NORM, N_FFT, N_MELS, PAD_MODE, WINDOW, MelParams
+from .stft import Window, framing, is_double, pad_outside, spectrogram
 
 __all__ = ["kaldi_mel_filterbank", "logmel", "mel_filterbank", "melspectrogram"]
 
@@ -22,11 +23,11 @@ def mel_filterbank(
     *,
     sr: float,
     n_fft: int,
-    n_mels: int = 128,
+    n_mels: int = N_MELS,
     fmin: float = 0.0,
     fmax: float | None = None,
     htk: bool = False,
-    norm: str | float | None = "slaney",
+    norm: str | float | None = MEL_NORM,
 ) -> np.ndarray:
     """Mel filterbank, as ``librosa.filters.mel``.
 
@@ -50,15 +51,8 @@ def mel_filterbank(
     -------
     np.ndarray [shape=(n_mels, 1 + n_fft // 2), dtype=float32]
     """
-    return _native.mel_filterbank(
-        real("sr", sr),
-        n_fft,
-        n_mels,
-        real("fmin", fmin),
-        opt_real("fmax", fmax),
-        flag("htk", htk),
-        norm,
-    )
+    mel = MelParams(sr=sr, n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm)
+    return _native.mel_filterbank(n_fft, mel)
 
 
 def kaldi_mel_filterbank(
@@ -90,32 +84,31 @@ def kaldi_mel_filterbank(
     )
 
 
-def _mel_native(y: Any, allow_copy: bool, output: Output, n_threads: int | None, **kw: Any) -> Any:
-    """One native mel-spectrogram call (optionally in dB) shared by
-    :func:`melspectrogram` and :func:`logmel`."""
-    y, center, pad_mode = pad_outside(y, kw["n_fft"], kw["center"], kw["pad_mode"])
+def _mel_native(
+    y: Any,
+    allow_copy: bool,
+    output: Output,
+    n_threads: int | None,
+    frame: dict[str, Any],
+    mel: MelParams,
+    power: float,
+    db: dict[str, Any] | None = None,
+) -> Any:
+    """One native mel-spectrogram call (in dB when ``db`` is given) shared
+    by :func:`melspectrogram` and :func:`logmel`."""
+    y, center, pad_mode = pad_outside(y, frame["n_fft"], frame["center"], frame["pad_mode"])
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
-    fmax = kw["fmax"]
-    kw.update(
-        center=center,
-        pad_mode=pad_mode,
-        sr=real("sr", kw["sr"]),
-        window=resolve_window(kw["window"], window_length(kw["n_fft"], kw["win_length"])),
-        power=real("power", kw["power"]),
-        fmin=real("fmin", kw["fmin"]),
-        fmax=opt_real("fmax", fmax),
-        htk=flag("htk", kw["htk"]),
-    )
-    n_mels = kw["n_mels"]
-    if n_mels is None:
-        raise ParameterError("n_mels must be a positive integer, got None")
+    framed = framing(**{**frame, "center": center, "pad_mode": pad_mode})
     return run(
         _native.melspectrogram,
         prep,
-        lambda t: (n_mels, t),
+        lambda t: (mel.n_mels, t),
         output,
+        framing=framed,
+        mel=mel,
+        power=real("power", power),
+        db=db,
         n_threads=resolve_threads(n_threads),
-        **kw,
     )
 
 
@@ -124,18 +117,18 @@ def melspectrogram(
     *,
     sr: float = 22050,
     S: np.ndarray | None = None,
-    n_fft: int = 2048,
+    n_fft: int = N_FFT,
     hop_length: int = 512,
     win_length: int | None = None,
-    window: Window = "hann",
-    center: bool = True,
-    pad_mode: str = "constant",
+    window: Window = WINDOW,
+    center: bool = CENTER,
+    pad_mode: str = PAD_MODE,
     power: float = 2.0,
-    n_mels: int = 128,
+    n_mels: int = N_MELS,
     fmin: float = 0.0,
     fmax: float | None = None,
     htk: bool = False,
-    norm: str | float | None = "slaney",
+    norm: str | float | None = MEL_NORM,
     n_threads: int | None = None,
     output: Output = "auto",
     allow_copy: bool = True,
@@ -185,25 +178,27 @@ def melspectrogram(
         P = spectrogram(y, **frame, power=power, n_threads=n_threads, allow_copy=allow_copy)
         basis = mel_filterbank(sr=sr, n_fft=n_fft, **mel)
         return np.einsum("...ft,mf->...mt", P, basis, optimize=True)
-    return _mel_native(y, allow_copy, output, n_threads, sr=sr, power=power, **frame, **mel)
+    return _mel_native(
+        y, allow_copy, output, n_threads, frame, MelParams(sr=sr, **mel), power=power
+    )
 
 
 def logmel(
     y: Any,
     *,
     sr: float = 22050,
-    n_fft: int = 2048,
+    n_fft: int = N_FFT,
     hop_length: int = 512,
     win_length: int | None = None,
-    window: Window = "hann",
-    center: bool = True,
-    pad_mode: str = "constant",
+    window: Window = WINDOW,
+    center: bool = CENTER,
+    pad_mode: str = PAD_MODE,
     power: float = 2.0,
-    n_mels: int = 128,
+    n_mels: int = N_MELS,
     fmin: float = 0.0,
     fmax: float | None = None,
     htk: bool = False,
-    norm: str | float | None = "slaney",
+    norm: str | float | None = MEL_NORM,
     ref: float | Callable[..., Any] = 1.0,
     amin: float = 1e-10,
     top_db: float | None = 80.0,
@@ -221,26 +216,14 @@ def logmel(
     np.ndarray [shape=(..., n_mels, t), dtype=float32]
         Decibels.
     """
-    return _mel_native(
-        y,
-        allow_copy,
-        output,
-        n_threads,
-        sr=sr,
-        n_fft=n_fft,
-        hop_length=hop_length,
-        win_length=win_length,
-        window=window,
-        center=center,
-        pad_mode=pad_mode,
-        power=power,
-        n_mels=n_mels,
-        fmin=fmin,
-        fmax=fmax,
-        htk=htk,
-        norm=norm,
-        to_db=True,
-        db_ref=_db_ref(ref),
-        amin=real("amin", amin),
-        top_db=opt_real("top_db", top_db),
-    )
+    frame = {
+        "n_fft": n_fft,
+        "hop_length": hop_length,
+        "win_length": win_length,
+        "window": window,
+        "center": center,
+        "pad_mode": pad_mode,
+    }
+    mel = MelParams(sr=sr, n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm)
+    db = {"db_ref": _db_ref(ref), "amin": real("amin", amin), "top_db": opt_real("top_db", top_db)}
+    return _mel_native(y, allow_copy, output, n_threads, frame, mel, power=power, db=db)

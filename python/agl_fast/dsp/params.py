@@ -1,8 +1,12 @@
 """Parameter objects of the short-time transforms, with librosa's defaults.
 
-The defaults that depend on other parameters are resolved here, once:
-``win_length`` defaults to ``n_fft`` and ``hop_length`` to
-``win_length // 4`` (librosa's rule).
+librosa's framing defaults are declared here, once (:data:`N_FFT`,
+:data:`WINDOW`, :data:`CENTER`, :data:`PAD_MODE`); every signature of the
+package that takes them refers to these names. The defaults that depend on
+other parameters are resolved here too: ``win_length`` defaults to ``n_fft``
+and ``hop_length`` to ``win_length // 4`` (the core's rule, read from it).
+:class:`StftParams` is the one object the native kernels take for a
+framing.
 """
 
 from __future__ import annotations
@@ -10,10 +14,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _native
 from .._internal import args as _args
 from ..exceptions import ParameterError
 
-__all__ = ["StftParams", "default_hop_length", "default_win_length"]
+__all__ = [
+    "CENTER",
+    "MEL_NORM",
+    "N_FFT",
+    "N_MELS",
+    "PAD_MODE",
+    "WINDOW",
+    "MelParams",
+    "StftParams",
+    "default_hop_length",
+    "default_win_length",
+]
+
+#: librosa's default FFT length in samples.
+N_FFT = 2048
+#: librosa's default window (periodic Hann).
+WINDOW = "hann"
+#: librosa's default: frames centred on ``t * hop_length``.
+CENTER = True
+#: librosa's default padding of a centred transform.
+PAD_MODE = "constant"
+#: librosa's default number of mel bands.
+N_MELS = 128
+#: librosa's default mel-filter normalisation (area).
+MEL_NORM = "slaney"
 
 
 def default_win_length(n_fft: int, win_length: int | None) -> int:
@@ -53,7 +82,8 @@ def default_hop_length(n_fft: int, win_length: int | None, hop_length: int | Non
     """
     if hop_length is not None:
         return hop_length
-    return default_win_length(n_fft, win_length) // 4
+    win = default_win_length(n_fft, win_length)
+    return int(_native.default_hop_length(win)) if win >= 1 else 0
 
 
 @dataclass(frozen=True)
@@ -83,12 +113,12 @@ class StftParams:
         The resolved hop in samples.
     """
 
-    n_fft: int = 2048
+    n_fft: int = N_FFT
     hop_length: int | None = None
     win_length: int | None = None
-    window: Any = "hann"
-    center: bool = True
-    pad_mode: str = "constant"
+    window: Any = WINDOW
+    center: bool = CENTER
+    pad_mode: str = PAD_MODE
 
     def __post_init__(self) -> None:
         # the one validation of the framing: counts by the core's own rule
@@ -128,3 +158,40 @@ class StftParams:
             "center": self.center,
             "pad_mode": self.pad_mode,
         }
+
+
+@dataclass(frozen=True)
+class MelParams:
+    """A mel filterbank's parameters (librosa's ``filters.mel``), checked.
+
+    Parameters
+    ----------
+    sr : float
+        Sample rate in Hz.
+    n_mels : int
+        Number of bands.
+    fmin : float
+        Lowest band edge in Hz.
+    fmax : float or None
+        Highest band edge in Hz; None is ``sr / 2``.
+    htk : bool
+        HTK mel scale instead of Slaney's.
+    norm : {'slaney', None} or float
+        Row normalisation: triangle area, none, or unit Lp norm.
+    """
+
+    sr: float
+    n_mels: int = N_MELS
+    fmin: float = 0.0
+    fmax: float | None = None
+    htk: bool = False
+    norm: str | float | None = MEL_NORM
+
+    def __post_init__(self) -> None:
+        # types here; ranges in the core, where the bank is built
+        if self.n_mels is None:
+            raise ParameterError("n_mels must be a positive integer, got None")
+        object.__setattr__(self, "sr", _args.real("sr", self.sr))
+        object.__setattr__(self, "fmin", _args.real("fmin", self.fmin))
+        object.__setattr__(self, "fmax", _args.opt_real("fmax", self.fmax))
+        object.__setattr__(self, "htk", _args.flag("htk", self.htk))

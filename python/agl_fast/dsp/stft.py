@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +16,7 @@ from .._internal.args import count, flag, real, text
 from .._internal.batch import Output, _is_arrow, check_output, prepare_mono, run
 from .._internal.config import resolve_threads
 from ..exceptions import ParameterError, ShapeError
-from .params import default_hop_length
+from .params import CENTER, N_FFT, PAD_MODE, WINDOW, StftParams, default_hop_length
 
 __all__ = [
     "NATIVE_PAD_MODES",
@@ -23,6 +24,7 @@ __all__ = [
     "NUMPY_PAD_MODES",
     "REFUSED_PAD_MODES",
     "Window",
+    "framing",
     "is_double",
     "n_frames",
     "pad_outside",
@@ -120,6 +122,43 @@ def window_length(n_fft: Any, win_length: Any) -> int | None:
     return None
 
 
+def framing(
+    n_fft: Any,
+    hop_length: Any,
+    win_length: Any,
+    window: Window,
+    center: Any,
+    pad_mode: Any,
+    *,
+    dtype: Any = np.float32,
+) -> StftParams:
+    """The framing a native kernel takes: validated once, defaults resolved,
+    the window a native name or ``dtype`` coefficients of ``win_length``.
+
+    Parameters
+    ----------
+    n_fft, hop_length, win_length, window, center, pad_mode
+        As in :func:`stft`.
+    dtype : np.dtype
+        Type of computed window coefficients (float32, or float64 for the
+        double-precision path).
+
+    Returns
+    -------
+    StftParams
+        The resolved parameters.
+    """
+    p = StftParams(
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=window,
+        center=center,
+        pad_mode=pad_mode,
+    )
+    return dataclasses.replace(p, window=resolve_window(window, p.win_length, dtype=dtype))
+
+
 def pad_outside(y: Any, n_fft: Any, center: bool, pad_mode: str) -> tuple[Any, bool, str]:
     """Apply a numpy.pad mode the core lacks: ``(y, center, pad_mode)`` for
     the native call. ``center`` and ``pad_mode`` are checked here, for
@@ -147,7 +186,7 @@ def pad_outside(y: Any, n_fft: Any, center: bool, pad_mode: str) -> tuple[Any, b
 
 
 def n_frames(
-    n_samples: int, *, n_fft: int = 2048, hop_length: int | None = None, center: bool = True
+    n_samples: int, *, n_fft: int = N_FFT, hop_length: int | None = None, center: bool = CENTER
 ) -> int:
     """Number of STFT frames librosa produces for ``n_samples`` samples.
 
@@ -205,17 +244,8 @@ def stft_double(
         )
     lead = y.shape[:-1]
     rows = np.ascontiguousarray(y.reshape(-1, y.shape[-1]))
-    w = resolve_window(window, window_length(n_fft, win_length), dtype=np.float64)
-    n_t, data = _native.stft_f64(
-        rows,
-        n_fft,
-        hop_length,
-        win_length,
-        w,
-        center,
-        pad_mode,
-        resolve_threads(n_threads),
-    )
+    frame = framing(n_fft, hop_length, win_length, window, center, pad_mode, dtype=np.float64)
+    n_t, data = _native.stft_f64(rows, frame, resolve_threads(n_threads))
     return data.reshape(*lead, int(n_fft) // 2 + 1, n_t)  # type: ignore[no-any-return]
 
 
@@ -235,12 +265,12 @@ def _complex_output(y: Any, output: Output, refuse_arrow: bool = False) -> Outpu
 def stft(
     y: Any,
     *,
-    n_fft: int = 2048,
+    n_fft: int = N_FFT,
     hop_length: int | None = None,
     win_length: int | None = None,
-    window: Window = "hann",
-    center: bool = True,
-    pad_mode: str = "constant",
+    window: Window = WINDOW,
+    center: bool = CENTER,
+    pad_mode: str = PAD_MODE,
     n_threads: int | None = None,
     output: Output = "auto",
     allow_copy: bool = True,
@@ -301,12 +331,7 @@ def stft(
         prep,
         lambda t: (n_fft // 2 + 1, t),
         output,
-        n_fft=n_fft,
-        hop_length=hop_length,
-        win_length=win_length,
-        window=resolve_window(window, window_length(n_fft, win_length)),
-        center=center,
-        pad_mode=pad_mode,
+        framing=framing(n_fft, hop_length, win_length, window, center, pad_mode),
         n_threads=resolve_threads(n_threads),
     )
 
@@ -324,12 +349,12 @@ def _power(S: np.ndarray, power: float) -> np.ndarray:
 def spectrogram(
     y: Any,
     *,
-    n_fft: int = 2048,
+    n_fft: int = N_FFT,
     hop_length: int | None = None,
     win_length: int | None = None,
-    window: Window = "hann",
-    center: bool = True,
-    pad_mode: str = "constant",
+    window: Window = WINDOW,
+    center: bool = CENTER,
+    pad_mode: str = PAD_MODE,
     power: float = 2.0,
     n_threads: int | None = None,
     output: Output = "auto",
@@ -357,12 +382,7 @@ def spectrogram(
         prep,
         lambda t: (n_fft // 2 + 1, t),
         output,
-        n_fft=n_fft,
-        hop_length=hop_length,
-        win_length=win_length,
-        window=resolve_window(window, window_length(n_fft, win_length)),
-        center=center,
-        pad_mode=pad_mode,
+        framing=framing(n_fft, hop_length, win_length, window, center, pad_mode),
         power=real("power", power),
         n_threads=resolve_threads(n_threads),
     )

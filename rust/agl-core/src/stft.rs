@@ -39,6 +39,12 @@ impl PadMode {
     }
 }
 
+/// The hop librosa takes when none is given: a quarter of the window
+/// (`win_length // 4`; the caller checks that it is at least 1).
+pub fn default_hop_length(win_length: usize) -> usize {
+    win_length / 4
+}
+
 /// STFT parameters, librosa names and meaning.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StftParams {
@@ -56,7 +62,7 @@ impl StftParams {
     pub fn new(n_fft: usize) -> Self {
         StftParams {
             n_fft,
-            hop_length: (n_fft / 4).max(1),
+            hop_length: default_hop_length(n_fft).max(1),
             win_length: n_fft,
             window: Window::Hann { periodic: true },
             center: true,

@@ -7,6 +7,8 @@
 //! argument conversion. Ranges beyond sign and type (ceilings that keep a
 //! plan from reaching gigabytes) are checked once, in the core.
 
+use agl_core::db::{DbParams, DbRef};
+use agl_core::mel::{librosa_mel, MelBank, MelNorm};
 use agl_core::stft::{PadMode, StftParams};
 use agl_core::window::Window;
 use numpy::PyReadonlyArray1;
@@ -100,41 +102,112 @@ pub fn window(window: &Bound<'_, PyAny>) -> PyResult<Window> {
     Ok(Window::Custom(arr.as_array().to_vec()))
 }
 
-/// librosa's STFT keywords as they arrive from Python.
-pub struct StftArgs<'a, 'py> {
-    pub n_fft: &'a Bound<'py, PyAny>,
-    pub hop_length: Option<&'a Bound<'py, PyAny>>,
-    pub win_length: Option<&'a Bound<'py, PyAny>>,
-    pub window: &'a Bound<'py, PyAny>,
+/// The framing of a short-time transform as `agl_fast.dsp.StftParams`
+/// hands it over: an object with its attributes, the defaults that depend
+/// on other parameters (`win_length`, `hop_length`) already resolved there
+/// by the one rule (`default_hop_length`).
+#[derive(FromPyObject)]
+pub struct Framing<'py> {
+    pub n_fft: Bound<'py, PyAny>,
+    pub hop_length: Bound<'py, PyAny>,
+    pub win_length: Bound<'py, PyAny>,
+    pub window: Bound<'py, PyAny>,
     pub center: bool,
-    pub pad_mode: &'a str,
+    pub pad_mode: String,
 }
 
-impl StftArgs<'_, '_> {
-    /// Validated core parameters (defaults: `win_length = n_fft`,
-    /// `hop_length = win_length / 4`).
+impl Framing<'_> {
+    /// Validated core parameters with the framing's own window (a name or
+    /// float32 coefficients).
     pub fn params(&self) -> PyResult<StftParams> {
-        let n_fft = count("n_fft", self.n_fft)?;
-        let win_length = opt_count("win_length", self.win_length)?.unwrap_or(n_fft);
-        let hop_length = match opt_count("hop_length", self.hop_length)? {
-            Some(h) => h,
-            None if win_length >= 4 => win_length / 4,
-            None => {
-                return Err(param_err(format!(
-                    "hop_length must be a positive integer, got the default win_length // 4 = {}",
-                    win_length / 4
-                )))
-            }
-        };
+        self.params_with(window(&self.window)?)
+    }
+
+    /// Validated core parameters with `window` in place of the framing's.
+    pub fn params_with(&self, window: Window) -> PyResult<StftParams> {
         let p = StftParams {
-            n_fft,
-            hop_length,
-            win_length,
-            window: window(self.window)?,
+            n_fft: count("n_fft", &self.n_fft)?,
+            hop_length: count("hop_length", &self.hop_length)?,
+            win_length: count("win_length", &self.win_length)?,
+            window,
             center: self.center,
-            pad_mode: PadMode::from_name(self.pad_mode).map_err(to_py)?,
+            pad_mode: PadMode::from_name(&self.pad_mode).map_err(to_py)?,
         };
         p.validate().map_err(to_py)?;
         Ok(p)
+    }
+}
+
+/// The hop librosa takes when none is given: `win_length // 4` (the core's
+/// rule, which `agl_fast.dsp.StftParams` applies).
+#[pyfunction]
+pub fn default_hop_length(win_length: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(agl_core::stft::default_hop_length(count(
+        "win_length",
+        win_length,
+    )?))
+}
+
+/// A mel filterbank's parameters as `agl_fast.dsp.MelParams` hands them
+/// over (an object with these attributes).
+#[derive(FromPyObject)]
+pub struct MelArgs<'py> {
+    pub sr: f64,
+    pub n_mels: Bound<'py, PyAny>,
+    pub fmin: f64,
+    pub fmax: Option<f64>,
+    pub htk: bool,
+    pub norm: Option<Bound<'py, PyAny>>,
+}
+
+impl MelArgs<'_> {
+    /// The librosa (Slaney or HTK) bank for an `n_fft`-point transform.
+    pub fn bank(&self, n_fft: usize) -> PyResult<MelBank> {
+        positive("sr", self.sr)?;
+        finite("fmin", self.fmin)?;
+        let n_mels = count("n_mels", &self.n_mels)?;
+        let norm = mel_norm(self.norm.as_ref())?;
+        librosa_mel(self.sr, n_fft, n_mels, self.fmin, self.fmax, self.htk, norm).map_err(to_py)
+    }
+}
+
+fn mel_norm(norm: Option<&Bound<'_, PyAny>>) -> PyResult<MelNorm> {
+    match norm {
+        None => Ok(MelNorm::None),
+        Some(n) if n.is_none() => Ok(MelNorm::None),
+        Some(n) => {
+            if let Ok(s) = n.extract::<String>() {
+                if s == "slaney" {
+                    return Ok(MelNorm::Slaney);
+                }
+                return Err(param_err(format!(
+                    "norm must be 'slaney', None or a number, got norm='{s}'"
+                )));
+            }
+            let p: f64 = n
+                .extract()
+                .map_err(|_| param_err("norm must be 'slaney', None or a number"))?;
+            Ok(MelNorm::Lp(p))
+        }
+    }
+}
+
+/// Decibel conversion options (`power_to_db`'s): `db_ref` `None` is the
+/// per-item maximum.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct DbArgs {
+    pub db_ref: Option<f32>,
+    pub amin: f32,
+    pub top_db: Option<f32>,
+}
+
+impl DbArgs {
+    pub fn params(&self) -> PyResult<DbParams> {
+        let r = match self.db_ref {
+            None => DbRef::Max,
+            Some(v) => DbRef::Value(v),
+        };
+        DbParams::new(r, self.amin, self.top_db).map_err(to_py)
     }
 }

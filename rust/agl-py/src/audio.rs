@@ -16,31 +16,41 @@ use pyo3::types::PyBytes;
 use crate::errors::{param_err, to_py};
 use crate::gateway;
 
-fn params(
+/// Decoding options, as `agl_fast.audio` hands them over (a mapping with
+/// these keys, each checked there for type).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct DecodeArgs {
     sr: Option<u32>,
     mono: bool,
     channel: Option<usize>,
     offset: f64,
     duration: Option<f64>,
     max_duration: Option<f64>,
-    res_type: &str,
-) -> PyResult<DecodeParams> {
-    let channels = match (mono, channel) {
-        (true, Some(_)) => return Err(param_err("pass either mono=True or channel=i, not both")),
-        (true, None) => Channels::Mono,
-        (false, Some(i)) => Channels::Select(i),
-        (false, None) => Channels::Keep,
-    };
-    let p = DecodeParams {
-        sr,
-        channels,
-        offset,
-        duration,
-        max_duration,
-        quality: Quality::from_name(res_type).map_err(to_py)?,
-    };
-    p.validate().map_err(to_py)?;
-    Ok(p)
+    res_type: String,
+}
+
+impl DecodeArgs {
+    fn params(&self) -> PyResult<DecodeParams> {
+        let channels = match (self.mono, self.channel) {
+            (true, Some(_)) => {
+                return Err(param_err("pass either mono=True or channel=i, not both"))
+            }
+            (true, None) => Channels::Mono,
+            (false, Some(i)) => Channels::Select(i),
+            (false, None) => Channels::Keep,
+        };
+        let p = DecodeParams {
+            sr: self.sr,
+            channels,
+            offset: self.offset,
+            duration: self.duration,
+            max_duration: self.max_duration,
+            quality: Quality::from_name(&self.res_type).map_err(to_py)?,
+        };
+        p.validate().map_err(to_py)?;
+        Ok(p)
+    }
 }
 
 /// A path (`str` or `os.PathLike`) or a whole file as `bytes`, with an
@@ -111,21 +121,14 @@ type Loaded<'py> = (Bound<'py, PyArray2<f32>>, u32, u32, usize, bool);
 
 /// Decode one file (a path or `bytes`).
 #[pyfunction]
-#[pyo3(signature = (path, sr=Some(32000), mono=false, channel=None, offset=0.0, duration=None, max_duration=None, res_type="hq", format=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (path, options, format=None))]
 pub fn load<'py>(
-    py: Python<'py>,
     path: Bound<'py, PyAny>,
-    sr: Option<u32>,
-    mono: bool,
-    channel: Option<usize>,
-    offset: f64,
-    duration: Option<f64>,
-    max_duration: Option<f64>,
-    res_type: &str,
+    options: DecodeArgs,
     format: Option<String>,
 ) -> PyResult<Loaded<'py>> {
-    let p = params(sr, mono, channel, offset, duration, max_duration, res_type)?;
+    let py = path.py();
+    let p = options.params()?;
     let src = source_of(&path, format, 0)?;
     let work = work_of(std::slice::from_ref(&src));
     let d = gateway::run(py, work, |c| decode_source(&src, &p, c))?;
@@ -162,23 +165,16 @@ type Many<'py> = (
 /// file (`None` for a failed one; a mono file's array is the decoder's own
 /// buffer, not a copy). Failed files have zero channels and an error.
 #[pyfunction]
-#[pyo3(signature = (paths, sr=Some(32000), mono=false, channel=None, offset=0.0, duration=None, max_duration=None, res_type="hq", n_threads=None, join=true, formats=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (paths, options, n_threads=None, join=true, formats=None))]
 pub fn load_many<'py>(
     py: Python<'py>,
     paths: Vec<Bound<'py, PyAny>>,
-    sr: Option<u32>,
-    mono: bool,
-    channel: Option<usize>,
-    offset: f64,
-    duration: Option<f64>,
-    max_duration: Option<f64>,
-    res_type: &str,
+    options: DecodeArgs,
     n_threads: Option<usize>,
     join: bool,
     formats: Option<Vec<Option<String>>>,
 ) -> PyResult<Many<'py>> {
-    let p = params(sr, mono, channel, offset, duration, max_duration, res_type)?;
+    let p = options.params()?;
     if let Some(f) = &formats {
         if f.len() != paths.len() {
             return Err(param_err(format!(

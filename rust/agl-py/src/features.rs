@@ -4,13 +4,12 @@
 //! layout, which the Python layer turns into arrays or Arrow lists.
 
 use agl_core::batch::{FrameOutput, RunOpts};
-use agl_core::db::{DbParams, DbRef};
 use agl_core::features::{
     bat_batch, efficientat_batch, ipd_batch, melspectrogram_batch, spectrogram_batch, BatConfig,
     EfficientAtConfig,
 };
-use agl_core::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
-use agl_core::stft::{stft_batch, stft_f64_batch, StftParams};
+use agl_core::mel::{kaldi_mel, MelBank};
+use agl_core::stft::{stft_batch, stft_f64_batch};
 use num_complex::{Complex32, Complex64};
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
@@ -43,80 +42,18 @@ pub fn out<'py, T: numpy::Element>(py: Python<'py>, o: FrameOutput<T>) -> Out<'p
     )
 }
 
-/// Assemble STFT parameters from librosa-style arguments (see
-/// [`args::StftArgs`]).
-pub fn stft_params(
-    n_fft: &Bound<'_, PyAny>,
-    hop_length: Option<&Bound<'_, PyAny>>,
-    win_length: Option<&Bound<'_, PyAny>>,
-    window: &Bound<'_, PyAny>,
-    center: bool,
-    pad_mode: &str,
-) -> PyResult<StftParams> {
-    args::StftArgs {
-        n_fft,
-        hop_length,
-        win_length,
-        window,
-        center,
-        pad_mode,
-    }
-    .params()
-}
-
-fn mel_norm(norm: Option<&Bound<'_, PyAny>>) -> PyResult<MelNorm> {
-    match norm {
-        None => Ok(MelNorm::None),
-        Some(n) if n.is_none() => Ok(MelNorm::None),
-        Some(n) => {
-            if let Ok(s) = n.extract::<String>() {
-                if s == "slaney" {
-                    return Ok(MelNorm::Slaney);
-                }
-                return Err(param_err(format!(
-                    "norm must be 'slaney', None or a number, got norm='{s}'"
-                )));
-            }
-            let p: f64 = n
-                .extract()
-                .map_err(|_| param_err("norm must be 'slaney', None or a number"))?;
-            Ok(MelNorm::Lp(p))
-        }
-    }
-}
-
-fn bank_from(
-    sr: f64,
-    n_fft: usize,
-    n_mels: usize,
-    fmin: f64,
-    fmax: Option<f64>,
-    htk: bool,
-    norm: Option<&Bound<'_, PyAny>>,
-) -> PyResult<MelBank> {
-    librosa_mel(sr, n_fft, n_mels, fmin, fmax, htk, mel_norm(norm)?).map_err(to_py)
-}
-
 fn bank_to_py<'py>(py: Python<'py>, b: MelBank) -> PyResult<Bound<'py, PyArray2<f32>>> {
     b.dense.into_pyarray(py).reshape([b.n_mels, b.n_freqs])
 }
 
 /// librosa's mel filterbank `[n_mels, 1 + n_fft/2]`.
 #[pyfunction]
-#[pyo3(signature = (sr, n_fft, n_mels, fmin, fmax, htk, norm))]
-#[allow(clippy::too_many_arguments)]
 pub fn mel_filterbank<'py>(
-    py: Python<'py>,
-    sr: f64,
     n_fft: &Bound<'py, PyAny>,
-    n_mels: &Bound<'py, PyAny>,
-    fmin: f64,
-    fmax: Option<f64>,
-    htk: bool,
-    norm: Option<&Bound<'py, PyAny>>,
+    mel: args::MelArgs<'py>,
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
-    let (n_fft, n_mels) = (args::count("n_fft", n_fft)?, args::count("n_mels", n_mels)?);
-    bank_to_py(py, bank_from(sr, n_fft, n_mels, fmin, fmax, htk, norm)?)
+    let bank = mel.bank(args::count("n_fft", n_fft)?)?;
+    bank_to_py(n_fft.py(), bank)
 }
 
 /// Kaldi mel banks `[n_mels, 1 + n_fft/2]` (last column zero).
@@ -136,22 +73,16 @@ pub fn kaldi_mel_filterbank<'py>(
 
 /// Complex STFT of a mono batch; items `[1 + n_fft/2, frames]`.
 #[pyfunction]
-#[pyo3(signature = (signals, n_fft, hop_length, win_length, window, center, pad_mode, extent=None, n_threads=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (signals, framing, extent=None, n_threads=None))]
 pub fn stft<'py>(
-    py: Python<'py>,
     signals: &Bound<'py, PyAny>,
-    n_fft: &Bound<'py, PyAny>,
-    hop_length: Option<&Bound<'py, PyAny>>,
-    win_length: Option<&Bound<'py, PyAny>>,
-    window: &Bound<'py, PyAny>,
-    center: bool,
-    pad_mode: &str,
+    framing: args::Framing<'py>,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Out<'py, Complex32>> {
+    let py = signals.py();
     let n_threads = args::threads(n_threads)?;
-    let p = stft_params(n_fft, hop_length, win_length, window, center, pad_mode)?;
+    let p = framing.params()?;
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
@@ -161,24 +92,18 @@ pub fn stft<'py>(
 
 /// `|STFT|^power` of a mono batch.
 #[pyfunction]
-#[pyo3(signature = (signals, n_fft, hop_length, win_length, window, center, pad_mode, power=2.0, extent=None, n_threads=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (signals, framing, power=2.0, extent=None, n_threads=None))]
 pub fn spectrogram<'py>(
-    py: Python<'py>,
     signals: &Bound<'py, PyAny>,
-    n_fft: &Bound<'py, PyAny>,
-    hop_length: Option<&Bound<'py, PyAny>>,
-    win_length: Option<&Bound<'py, PyAny>>,
-    window: &Bound<'py, PyAny>,
-    center: bool,
-    pad_mode: &str,
+    framing: args::Framing<'py>,
     power: f32,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Out<'py, f32>> {
+    let py = signals.py();
     let n_threads = args::threads(n_threads)?;
     args::positive("power", f64::from(power))?;
-    let p = stft_params(n_fft, hop_length, win_length, window, center, pad_mode)?;
+    let p = framing.params()?;
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
@@ -188,66 +113,25 @@ pub fn spectrogram<'py>(
     Ok(out(py, o))
 }
 
-fn db_params(db_ref: Option<f32>, amin: f32, top_db: Option<f32>) -> PyResult<DbParams> {
-    let r = match db_ref {
-        None => DbRef::Max,
-        Some(v) => DbRef::Value(v),
-    };
-    DbParams::new(r, amin, top_db).map_err(to_py)
-}
-
-/// Mel spectrogram of a mono batch (optionally in dB per item).
-///
-/// `mel_basis` overrides the bank built from `sr, n_mels, fmin, fmax, htk,
-/// norm`. `to_db` converts with `ref` (`None` = per-item max), `amin`,
-/// `top_db`.
+/// Mel spectrogram of a mono batch, in dB per item when `db` is given
+/// (`db_ref` `None` = per-item max).
 #[pyfunction]
-#[pyo3(signature = (signals, sr, n_fft, hop_length, win_length, window, center, pad_mode, power=2.0,
-    n_mels=None, fmin=0.0, fmax=None, htk=false, norm=None, mel_basis=None,
-    to_db=false, db_ref=Some(1.0), amin=1e-10, top_db=Some(80.0), extent=None, n_threads=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (signals, framing, mel, power=2.0, db=None, extent=None, n_threads=None))]
 pub fn melspectrogram<'py>(
-    py: Python<'py>,
     signals: &Bound<'py, PyAny>,
-    sr: f64,
-    n_fft: &Bound<'py, PyAny>,
-    hop_length: Option<&Bound<'py, PyAny>>,
-    win_length: Option<&Bound<'py, PyAny>>,
-    window: &Bound<'py, PyAny>,
-    center: bool,
-    pad_mode: &str,
+    framing: args::Framing<'py>,
+    mel: args::MelArgs<'py>,
     power: f32,
-    n_mels: Option<&Bound<'py, PyAny>>,
-    fmin: f64,
-    fmax: Option<f64>,
-    htk: bool,
-    norm: Option<&Bound<'py, PyAny>>,
-    mel_basis: Option<PyReadonlyArray2<'py, f32>>,
-    to_db: bool,
-    db_ref: Option<f32>,
-    amin: f32,
-    top_db: Option<f32>,
+    db: Option<args::DbArgs>,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Out<'py, f32>> {
+    let py = signals.py();
     let n_threads = args::threads(n_threads)?;
-    args::positive("sr", sr)?;
     args::positive("power", f64::from(power))?;
-    args::finite("fmin", fmin)?;
-    let n_mels = args::opt_count("n_mels", n_mels)?.unwrap_or(128);
-    let p = stft_params(n_fft, hop_length, win_length, window, center, pad_mode)?;
-    let bank = match mel_basis {
-        Some(m) => {
-            let s = m.shape();
-            MelBank::from_dense(s[0], s[1], m.as_array().iter().copied().collect())
-        }
-        None => bank_from(sr, p.n_fft, n_mels, fmin, fmax, htk, norm)?,
-    };
-    let db = if to_db {
-        Some(db_params(db_ref, amin, top_db)?)
-    } else {
-        None
-    };
+    let p = framing.params()?;
+    let bank = mel.bank(p.n_fft)?;
+    let db = db.map(|d| d.params()).transpose()?;
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
@@ -264,31 +148,18 @@ pub fn melspectrogram<'py>(
 
 /// Mel-projected IPD cos/sin of a stereo batch; items `[2, n_mels, frames]`.
 #[pyfunction]
-#[pyo3(signature = (signals, sr, n_fft, hop_length, win_length, window, center, pad_mode,
-    n_mels=None, fmin=0.0, fmax=None, htk=false, norm=None, extent=None, n_threads=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (signals, framing, mel, extent=None, n_threads=None))]
 pub fn ipd<'py>(
-    py: Python<'py>,
     signals: &Bound<'py, PyAny>,
-    sr: f64,
-    n_fft: &Bound<'py, PyAny>,
-    hop_length: Option<&Bound<'py, PyAny>>,
-    win_length: Option<&Bound<'py, PyAny>>,
-    window: &Bound<'py, PyAny>,
-    center: bool,
-    pad_mode: &str,
-    n_mels: Option<&Bound<'py, PyAny>>,
-    fmin: f64,
-    fmax: Option<f64>,
-    htk: bool,
-    norm: Option<&Bound<'py, PyAny>>,
+    framing: args::Framing<'py>,
+    mel: args::MelArgs<'py>,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Out<'py, f32>> {
+    let py = signals.py();
     let n_threads = args::threads(n_threads)?;
-    let n_mels = args::opt_count("n_mels", n_mels)?.unwrap_or(128);
-    let p = stft_params(n_fft, hop_length, win_length, window, center, pad_mode)?;
-    let bank = bank_from(sr, p.n_fft, n_mels, fmin, fmax, htk, norm)?;
+    let p = framing.params()?;
+    let bank = mel.bank(p.n_fft)?;
     let batch = StereoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = 2 * total_samples(&items, |x| x.0.len());
@@ -298,48 +169,62 @@ pub fn ipd<'py>(
     Ok(out(py, o))
 }
 
-/// The `bat` recipe over a stereo batch; items `[4, frames, n_mels]`.
-#[pyfunction]
-#[pyo3(signature = (signals, sr, n_fft, hop_length, n_mels, fmin, fmax, amin, loudness_dbfs,
-    extent=None, n_threads=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn bat<'py>(
-    py: Python<'py>,
-    signals: &Bound<'py, PyAny>,
+/// The `bat` recipe's parameters, as `agl_fast.presets` hands them over
+/// (a mapping with these keys).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct BatArgs<'py> {
     sr: f64,
-    n_fft: &Bound<'py, PyAny>,
-    hop_length: &Bound<'py, PyAny>,
-    n_mels: &Bound<'py, PyAny>,
+    n_fft: Bound<'py, PyAny>,
+    hop_length: Bound<'py, PyAny>,
+    n_mels: Bound<'py, PyAny>,
     fmin: f64,
     fmax: f64,
     amin: f32,
     loudness_dbfs: Option<f32>,
+}
+
+impl BatArgs<'_> {
+    fn config(&self) -> PyResult<BatConfig> {
+        if let Some(l) = self.loudness_dbfs {
+            args::finite("loudness_dbfs", f64::from(l))?;
+        }
+        let mut cfg = BatConfig {
+            sr: self.sr,
+            n_mels: args::count("n_mels", &self.n_mels)?,
+            fmin: self.fmin,
+            fmax: self.fmax,
+            amin: self.amin,
+            loudness_dbfs: self.loudness_dbfs,
+            ..BatConfig::default()
+        };
+        let n_fft = args::count("n_fft", &self.n_fft)?;
+        cfg.stft.n_fft = n_fft;
+        cfg.stft.win_length = n_fft;
+        cfg.stft.hop_length = args::count("hop_length", &self.hop_length)?;
+        cfg.stft.validate().map_err(to_py)?;
+        if self.amin.is_nan() || self.amin <= 0.0 {
+            return Err(param_err(format!(
+                "amin must be > 0, got amin={}",
+                self.amin
+            )));
+        }
+        Ok(cfg)
+    }
+}
+
+/// The `bat` recipe over a stereo batch; items `[4, frames, n_mels]`.
+#[pyfunction]
+#[pyo3(signature = (signals, recipe, extent=None, n_threads=None))]
+pub fn bat<'py>(
+    signals: &Bound<'py, PyAny>,
+    recipe: BatArgs<'py>,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Out<'py, f32>> {
+    let py = signals.py();
     let n_threads = args::threads(n_threads)?;
-    let n_fft = args::count("n_fft", n_fft)?;
-    let hop_length = args::count("hop_length", hop_length)?;
-    let n_mels = args::count("n_mels", n_mels)?;
-    if let Some(l) = loudness_dbfs {
-        args::finite("loudness_dbfs", f64::from(l))?;
-    }
-    let mut cfg = BatConfig {
-        sr,
-        n_mels,
-        fmin,
-        fmax,
-        amin,
-        loudness_dbfs,
-        ..BatConfig::default()
-    };
-    cfg.stft.n_fft = n_fft;
-    cfg.stft.win_length = n_fft;
-    cfg.stft.hop_length = hop_length;
-    cfg.stft.validate().map_err(to_py)?;
-    if amin.is_nan() || amin <= 0.0 {
-        return Err(param_err(format!("amin must be > 0, got amin={amin}")));
-    }
+    let cfg = recipe.config()?;
     let batch = StereoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = 2 * total_samples(&items, |x| x.0.len());
@@ -347,42 +232,51 @@ pub fn bat<'py>(
     Ok(out(py, o))
 }
 
-/// The `efficientat` recipe over a mono batch; items `[n_mels, frames]`.
-#[pyfunction]
-#[pyo3(signature = (signals, sr, n_fft, win_length, hop_length, n_mels, fmin, fmax, preemphasis,
-    extent=None, n_threads=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn efficientat<'py>(
-    py: Python<'py>,
-    signals: &Bound<'py, PyAny>,
+/// The `efficientat` recipe's parameters, as `agl_fast.presets` hands them
+/// over (a mapping with these keys).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct EfficientAtArgs<'py> {
     sr: f64,
-    n_fft: &Bound<'py, PyAny>,
-    win_length: &Bound<'py, PyAny>,
-    hop_length: &Bound<'py, PyAny>,
-    n_mels: &Bound<'py, PyAny>,
+    n_fft: Bound<'py, PyAny>,
+    win_length: Bound<'py, PyAny>,
+    hop_length: Bound<'py, PyAny>,
+    n_mels: Bound<'py, PyAny>,
     fmin: f64,
     fmax: f64,
     preemphasis: f32,
+}
+
+impl EfficientAtArgs<'_> {
+    fn config(&self) -> PyResult<EfficientAtConfig> {
+        let mut cfg = EfficientAtConfig {
+            sr: self.sr,
+            n_mels: args::count("n_mels", &self.n_mels)?,
+            fmin: self.fmin,
+            fmax: self.fmax,
+            preemphasis: self.preemphasis,
+            ..EfficientAtConfig::default()
+        };
+        cfg.stft.n_fft = args::count("n_fft", &self.n_fft)?;
+        cfg.stft.win_length = args::count("win_length", &self.win_length)?;
+        cfg.stft.hop_length = args::count("hop_length", &self.hop_length)?;
+        cfg.stft.validate().map_err(to_py)?;
+        Ok(cfg)
+    }
+}
+
+/// The `efficientat` recipe over a mono batch; items `[n_mels, frames]`.
+#[pyfunction]
+#[pyo3(signature = (signals, recipe, extent=None, n_threads=None))]
+pub fn efficientat<'py>(
+    signals: &Bound<'py, PyAny>,
+    recipe: EfficientAtArgs<'py>,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Out<'py, f32>> {
+    let py = signals.py();
     let n_threads = args::threads(n_threads)?;
-    let n_fft = args::count("n_fft", n_fft)?;
-    let win_length = args::count("win_length", win_length)?;
-    let hop_length = args::count("hop_length", hop_length)?;
-    let n_mels = args::count("n_mels", n_mels)?;
-    let mut cfg = EfficientAtConfig {
-        sr,
-        n_mels,
-        fmin,
-        fmax,
-        preemphasis,
-        ..EfficientAtConfig::default()
-    };
-    cfg.stft.n_fft = n_fft;
-    cfg.stft.win_length = win_length;
-    cfg.stft.hop_length = hop_length;
-    cfg.stft.validate().map_err(to_py)?;
+    let cfg = recipe.config()?;
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
@@ -397,7 +291,6 @@ pub fn efficientat<'py>(
 #[pyfunction]
 #[pyo3(signature = (x, db_ref=Some(1.0), amin=1e-10, top_db=Some(80.0), amplitude=false, n_threads=None))]
 pub fn to_db<'py>(
-    py: Python<'py>,
     x: PyReadonlyArray2<'py, f32>,
     db_ref: Option<f32>,
     amin: f32,
@@ -405,8 +298,14 @@ pub fn to_db<'py>(
     amplitude: bool,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    let py = x.py();
     let n_threads = args::threads(n_threads)?;
-    let p = db_params(db_ref, amin, top_db)?;
+    let p = args::DbArgs {
+        db_ref,
+        amin,
+        top_db,
+    }
+    .params()?;
     let shape = [x.shape()[0], x.shape()[1]];
     let mut data: Vec<f32> = x.as_array().iter().copied().collect();
     let work = data.len();
@@ -463,34 +362,24 @@ pub fn to_db_f64<'py>(
 /// librosa's `[items, freqs, frames]` order. `window` is a name or a 1-D
 /// float64 array of `win_length` coefficients.
 #[pyfunction]
-#[pyo3(signature = (rows, n_fft, hop_length, win_length, window, center, pad_mode, n_threads=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (rows, framing, n_threads=None))]
 pub fn stft_f64<'py>(
-    py: Python<'py>,
     rows: PyReadonlyArray2<'py, f64>,
-    n_fft: &Bound<'py, PyAny>,
-    hop_length: Option<&Bound<'py, PyAny>>,
-    win_length: Option<&Bound<'py, PyAny>>,
-    window: &Bound<'py, PyAny>,
-    center: bool,
-    pad_mode: &str,
+    framing: args::Framing<'py>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(usize, Bound<'py, PyArray1<Complex64>>)> {
+    let py = rows.py();
     let n_threads = args::threads(n_threads)?;
-    let name_or_rect = if window.extract::<String>().is_ok() {
-        window.clone()
+    let window = &framing.window;
+    let named = window.extract::<String>().is_ok();
+    // A given float64 window is checked by shape here; the framing is
+    // validated with a rectangular stand-in of the same length.
+    let p = if named {
+        framing.params()?
     } else {
-        "rectangular".into_pyobject(py)?.into_any()
+        framing.params_with(agl_core::window::Window::Rectangular)?
     };
-    let p = stft_params(
-        n_fft,
-        hop_length,
-        win_length,
-        &name_or_rect,
-        center,
-        pad_mode,
-    )?;
-    let w: Vec<f64> = if window.extract::<String>().is_ok() {
+    let w: Vec<f64> = if named {
         p.window.coefficients_f64(p.win_length).map_err(to_py)?
     } else {
         let arr: PyReadonlyArray1<f64> = window

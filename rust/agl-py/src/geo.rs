@@ -42,9 +42,7 @@ pub fn haversine<'py>(
 /// Ellipsoidal geodesic distances (km); returns `(km, n_invalid, first_invalid)`.
 #[pyfunction]
 #[pyo3(signature = (lat1, lon1, lat2, lon2, a=6378137.0, f=1.0/298.257223563, n_threads=None))]
-#[allow(clippy::too_many_arguments)]
 pub fn geodesic<'py>(
-    py: Python<'py>,
     lat1: PyReadonlyArray1<'py, f64>,
     lon1: PyReadonlyArray1<'py, f64>,
     lat2: PyReadonlyArray1<'py, f64>,
@@ -53,6 +51,7 @@ pub fn geodesic<'py>(
     f: f64,
     n_threads: Option<usize>,
 ) -> PyResult<DistOut<'py>> {
+    let py = lat1.py();
     let e = Ellipsoid::new(a, f).map_err(to_py)?;
     let (x1, y1) = (slice(&lat1, "lat1")?, slice(&lon1, "lon1")?);
     let (x2, y2) = (slice(&lat2, "lat2")?, slice(&lon2, "lon2")?);

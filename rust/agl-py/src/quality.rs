@@ -16,54 +16,71 @@ use pyo3::prelude::*;
 
 use crate::args;
 use crate::errors::{param_err, to_py};
-use crate::features::{out, stft_params, Out};
+use crate::features::{out, Out};
 use crate::gateway;
 use crate::input::{total_samples, MonoBatch};
+
+/// The clip-level metrics' parameters, as `agl_fast.quality` hands them
+/// over (a mapping with these keys).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct QualityArgs<'py> {
+    sr: f64,
+    welch_nperseg: Bound<'py, PyAny>,
+    amin: f64,
+    full_scale_threshold: f32,
+    n_fft: Bound<'py, PyAny>,
+    hop_length: Bound<'py, PyAny>,
+}
+
+impl QualityArgs<'_> {
+    fn params(&self) -> PyResult<QualityParams> {
+        Ok(QualityParams {
+            sr: self.sr,
+            welch_nperseg: args::count("welch_nperseg", &self.welch_nperseg)?,
+            amin: self.amin,
+            full_scale_threshold: self.full_scale_threshold,
+            n_fft: args::count("n_fft", &self.n_fft)?,
+            hop_length: args::count("hop_length", &self.hop_length)?,
+        })
+    }
+}
+
+/// `clip_stats` `[batch, 3]` as per-clip known levels.
+fn known_stats(
+    clip_stats: Option<&PyReadonlyArray2<'_, f64>>,
+) -> PyResult<Option<Vec<KnownStats>>> {
+    let Some(a) = clip_stats else {
+        return Ok(None);
+    };
+    let v = a.as_array();
+    if v.ncols() != 3 {
+        return Err(to_py(AglError::Shape(format!(
+            "clip_stats must have 3 columns (rms, clipping_ratio, full_scale_ratio), got shape {:?}",
+            v.shape()
+        ))));
+    }
+    Ok(Some(
+        v.rows().into_iter().map(|r| [r[0], r[1], r[2]]).collect(),
+    ))
+}
 
 /// Clip-level metrics `[batch, 6]`: rms, flatness, clipping_ratio,
 /// full_scale_ratio, complexity, aci. `clip_stats` (`[batch, 3]`, float64):
 /// rms, clipping_ratio and full_scale_ratio measured already, taken as they
 /// are (the clips are then read only for their spectra).
 #[pyfunction]
-#[pyo3(signature = (signals, sr, welch_nperseg, amin, full_scale_threshold, n_fft, hop_length, n_threads=None, clip_stats=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (signals, params, n_threads=None, clip_stats=None))]
 pub fn quality_metrics<'py>(
-    py: Python<'py>,
     signals: &Bound<'py, PyAny>,
-    sr: f64,
-    welch_nperseg: &Bound<'py, PyAny>,
-    amin: f64,
-    full_scale_threshold: f32,
-    n_fft: &Bound<'py, PyAny>,
-    hop_length: &Bound<'py, PyAny>,
+    params: QualityArgs<'py>,
     n_threads: Option<&Bound<'py, PyAny>>,
     clip_stats: Option<PyReadonlyArray2<'py, f64>>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let py = signals.py();
     let n_threads = args::threads(n_threads)?;
-    let known: Option<Vec<KnownStats>> = match &clip_stats {
-        None => None,
-        Some(a) => {
-            let v = a.as_array();
-            if v.ncols() != 3 {
-                return Err(to_py(AglError::Shape(format!(
-                    "clip_stats must have 3 columns (rms, clipping_ratio, full_scale_ratio), got shape {:?}",
-                    v.shape()
-                ))));
-            }
-            Some(v.rows().into_iter().map(|r| [r[0], r[1], r[2]]).collect())
-        }
-    };
-    let welch_nperseg = args::count("welch_nperseg", welch_nperseg)?;
-    let n_fft = args::count("n_fft", n_fft)?;
-    let hop_length = args::count("hop_length", hop_length)?;
-    let p = QualityParams {
-        sr,
-        welch_nperseg,
-        amin,
-        full_scale_threshold,
-        n_fft,
-        hop_length,
-    };
+    let known = known_stats(clip_stats.as_ref())?;
+    let p = params.params()?;
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
@@ -108,9 +125,7 @@ pub fn levels<'py>(
 /// Frame-wise RMS; items `[1, frames]`.
 #[pyfunction]
 #[pyo3(signature = (signals, frame_length, hop_length, center, pad_mode, extent=None, n_threads=None))]
-#[allow(clippy::too_many_arguments)]
 pub fn rms<'py>(
-    py: Python<'py>,
     signals: &Bound<'py, PyAny>,
     frame_length: &Bound<'py, PyAny>,
     hop_length: &Bound<'py, PyAny>,
@@ -119,6 +134,7 @@ pub fn rms<'py>(
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Out<'py, f32>> {
+    let py = signals.py();
     let frame_length = args::count("frame_length", frame_length)?;
     let hop_length = args::count("hop_length", hop_length)?;
     let n_threads = args::threads(n_threads)?;
@@ -151,24 +167,18 @@ pub fn rms<'py>(
 
 /// Frame-wise spectral flatness; items `[1, frames]`.
 #[pyfunction]
-#[pyo3(signature = (signals, n_fft, hop_length, win_length, window, center, pad_mode, amin=1e-10, power=2.0, extent=None, n_threads=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (signals, framing, amin=1e-10, power=2.0, extent=None, n_threads=None))]
 pub fn spectral_flatness<'py>(
-    py: Python<'py>,
     signals: &Bound<'py, PyAny>,
-    n_fft: &Bound<'py, PyAny>,
-    hop_length: Option<&Bound<'py, PyAny>>,
-    win_length: Option<&Bound<'py, PyAny>>,
-    window: &Bound<'py, PyAny>,
-    center: bool,
-    pad_mode: &str,
+    framing: args::Framing<'py>,
     amin: f32,
     power: f32,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Out<'py, f32>> {
+    let py = signals.py();
     let n_threads = args::threads(n_threads)?;
-    let p = stft_params(n_fft, hop_length, win_length, window, center, pad_mode)?;
+    let p = framing.params()?;
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());

@@ -34,6 +34,10 @@ import numpy as np
 
 from ... import features as _f
 from ..._internal import args as _args
+from ...dsp.params import CENTER as _CENTER
+from ...dsp.params import N_FFT as _N_FFT
+from ...dsp.params import PAD_MODE as _PAD_MODE
+from ...dsp.params import WINDOW as _WINDOW
 from ...dsp.params import default_hop_length
 from ...exceptions import AudioDecodeError
 from ...exceptions import ParameterError as _ParameterError
@@ -127,13 +131,13 @@ def _audio(y: Any, what: str = "y") -> np.ndarray:
 def stft(
     y: np.ndarray,
     *,
-    n_fft: int = 2048,
+    n_fft: int = _N_FFT,
     hop_length: int | None = None,
     win_length: int | None = None,
-    window: Any = "hann",
-    center: bool = True,
+    window: Any = _WINDOW,
+    center: bool = _CENTER,
     dtype: Any = None,
-    pad_mode: str = "constant",
+    pad_mode: str = _PAD_MODE,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``librosa.stft``: complex STFT ``[shape=(..., 1 + n_fft // 2, t)]``.
@@ -398,9 +402,9 @@ def get_duration(
     y: np.ndarray | None = None,
     sr: float = 22050,
     S: np.ndarray | None = None,
-    n_fft: int = 2048,
+    n_fft: int = _N_FFT,
     hop_length: int = 512,
-    center: bool = True,
+    center: bool = _CENTER,
     path: Any = None,
 ) -> float:
     """``librosa.get_duration`` of a file (decoded here; a container the

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..._internal import args as _args
+from ...dsp.params import N_FFT
 from ...exceptions import ParameterError
 from ._errors import librosa_api
 
@@ -45,7 +46,7 @@ def trim(
     *,
     top_db: float = 60,
     ref: float | Callable[..., Any] = np.max,
-    frame_length: int = 2048,
+    frame_length: int = N_FFT,
     hop_length: int = 512,
     aggregate: Callable[..., Any] = np.max,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +68,7 @@ def split(
     *,
     top_db: float = 60,
     ref: float | Callable[..., Any] = np.max,
-    frame_length: int = 2048,
+    frame_length: int = N_FFT,
     hop_length: int = 512,
     aggregate: Callable[..., Any] = np.max,
 ) -> np.ndarray:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..._internal import args as _args
+from ...dsp.params import CENTER, N_FFT
 from ...exceptions import ParameterError
 from ._errors import librosa_api
 
@@ -53,13 +54,13 @@ def onset_strength_multi(
     y: np.ndarray | None = None,
     sr: float = 22050,
     S: np.ndarray | None = None,
-    n_fft: int = 2048,
+    n_fft: int = N_FFT,
     hop_length: int = 512,
     lag: int = 1,
     max_size: int = 1,
     ref: np.ndarray | None = None,
     detrend: bool = False,
-    center: bool = True,
+    center: bool = CENTER,
     feature: Callable[..., Any] | None = None,
     aggregate: Callable[..., Any] | bool | None = None,
     channels: Sequence[int] | Sequence[slice] | np.ndarray | None = None,
@@ -139,7 +140,7 @@ def onset_strength(
     max_size: int = 1,
     ref: np.ndarray | None = None,
     detrend: bool = False,
-    center: bool = True,
+    center: bool = CENTER,
     feature: Callable[..., Any] | None = None,
     aggregate: Callable[..., Any] | bool | None = None,
     **kwargs: Any,

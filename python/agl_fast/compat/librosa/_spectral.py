@@ -17,6 +17,7 @@ import numpy as np
 
 from ... import features as _f
 from ..._internal import args as _args
+from ...dsp.params import CENTER, N_FFT, PAD_MODE, WINDOW
 from ...exceptions import ParameterError
 from ._errors import librosa_api
 
@@ -120,13 +121,13 @@ def spectral_centroid(
     y: np.ndarray | None = None,
     sr: float = 22050,
     S: np.ndarray | None = None,
-    n_fft: int = 2048,
+    n_fft: int = N_FFT,
     hop_length: int = 512,
     freq: np.ndarray | None = None,
     win_length: int | None = None,
-    window: Any = "hann",
-    center: bool = True,
-    pad_mode: str = "constant",
+    window: Any = WINDOW,
+    center: bool = CENTER,
+    pad_mode: str = PAD_MODE,
 ) -> np.ndarray:
     """``librosa.feature.spectral_centroid``: ``[shape=(..., 1, t)]`` in Hz."""
     sr = _rate(sr)
@@ -142,12 +143,12 @@ def spectral_bandwidth(
     y: np.ndarray | None = None,
     sr: float = 22050,
     S: np.ndarray | None = None,
-    n_fft: int = 2048,
+    n_fft: int = N_FFT,
     hop_length: int = 512,
     win_length: int | None = None,
-    window: Any = "hann",
-    center: bool = True,
-    pad_mode: str = "constant",
+    window: Any = WINDOW,
+    center: bool = CENTER,
+    pad_mode: str = PAD_MODE,
     freq: np.ndarray | None = None,
     centroid: np.ndarray | None = None,
     norm: bool = True,
@@ -183,12 +184,12 @@ def spectral_rolloff(
     y: np.ndarray | None = None,
     sr: float = 22050,
     S: np.ndarray | None = None,
-    n_fft: int = 2048,
+    n_fft: int = N_FFT,
     hop_length: int = 512,
     win_length: int | None = None,
-    window: Any = "hann",
-    center: bool = True,
-    pad_mode: str = "constant",
+    window: Any = WINDOW,
+    center: bool = CENTER,
+    pad_mode: str = PAD_MODE,
     freq: np.ndarray | None = None,
     roll_percent: float = 0.85,
 ) -> np.ndarray:
@@ -227,9 +228,9 @@ def _sign_key(y: np.ndarray, threshold: float, zero_pos: bool) -> np.ndarray:
 def zero_crossing_rate(
     y: np.ndarray,
     *,
-    frame_length: int = 2048,
+    frame_length: int = N_FFT,
     hop_length: int = 512,
-    center: bool = True,
+    center: bool = CENTER,
     **kwargs: Any,
 ) -> np.ndarray:
     """``librosa.feature.zero_crossing_rate``: ``[shape=(..., 1, t)]``.

@@ -14,6 +14,10 @@ import numpy as np
 
 from ... import features as _f
 from ..._internal import args as _args
+from ...dsp.params import CENTER as _CENTER
+from ...dsp.params import N_FFT as _N_FFT
+from ...dsp.params import PAD_MODE as _PAD_MODE
+from ...dsp.params import WINDOW as _WINDOW
 from ...exceptions import ParameterError
 from ._errors import librosa_api
 from ._fallback import module_getattr
@@ -51,12 +55,12 @@ def melspectrogram(
     y: np.ndarray | None = None,
     sr: float = 22050,
     S: np.ndarray | None = None,
-    n_fft: int = 2048,
+    n_fft: int = _N_FFT,
     hop_length: int = 512,
     win_length: int | None = None,
-    window: Any = "hann",
-    center: bool = True,
-    pad_mode: str = "constant",
+    window: Any = _WINDOW,
+    center: bool = _CENTER,
+    pad_mode: str = _PAD_MODE,
     power: float = 2.0,
     n_mels: int = 128,
     fmin: float = 0.0,
@@ -195,10 +199,10 @@ def rms(
     *,
     y: np.ndarray | None = None,
     S: np.ndarray | None = None,
-    frame_length: int = 2048,
+    frame_length: int = _N_FFT,
     hop_length: int = 512,
-    center: bool = True,
-    pad_mode: str = "constant",
+    center: bool = _CENTER,
+    pad_mode: str = _PAD_MODE,
     dtype: Any = np.float32,
 ) -> np.ndarray:
     """``librosa.feature.rms``: ``[shape=(..., 1, t)]``.
@@ -237,12 +241,12 @@ def spectral_flatness(
     *,
     y: np.ndarray | None = None,
     S: np.ndarray | None = None,
-    n_fft: int = 2048,
+    n_fft: int = _N_FFT,
     hop_length: int = 512,
     win_length: int | None = None,
-    window: Any = "hann",
-    center: bool = True,
-    pad_mode: str = "constant",
+    window: Any = _WINDOW,
+    center: bool = _CENTER,
+    pad_mode: str = _PAD_MODE,
     amin: float = 1e-10,
     power: float = 2.0,
 ) -> np.ndarray:
