@@ -76,8 +76,11 @@ class Archive:
         self.faults: dict[str, list[str]] = {}
         self.always: dict[str, str] = {}
         self.log: list[tuple[str, int]] = []
+        self.times: dict[str, list[float]] = {}
         self.lock = threading.Lock()
         self.slow = 0.0
+        self.inflight = 0
+        self.max_inflight = 0
 
     def requests(self, path: str) -> int:
         with self.lock:
@@ -117,17 +120,21 @@ class Archive:
             fault = queue.pop(0) if queue else self.always.get(path)
         data = self.files.get(path)
         code = 200 if data is not None else 404
-        if fault == "503":
+        if fault and fault.startswith("503"):
             code = 503
         elif fault and fault.startswith("redirect:"):
             code = 302
         with self.lock:
             self.log.append((path, code))
+            self.times.setdefault(path, []).append(time.monotonic())
+            self.inflight += 1
+            self.max_inflight = max(self.max_inflight, self.inflight)
         try:
             if code == 404:
                 self._status(h, 404, {})
             elif code == 503:
-                self._status(h, 503, {"Retry-After": "0.05"})
+                wait = str(fault).split(":", 1)[1] if ":" in str(fault) else "0.3"
+                self._status(h, 503, {"Retry-After": wait})
             elif code == 302:
                 self._status(h, 302, {"Location": str(fault).split(":", 1)[1]})
             else:
@@ -135,6 +142,9 @@ class Archive:
                 self._body(h, data, fault)
         except (BrokenPipeError, ConnectionResetError):
             pass
+        finally:
+            with self.lock:
+                self.inflight -= 1
 
     def _body(self, h: BaseHTTPRequestHandler, data: bytes, fault: str | None) -> None:
         h.send_response(200)
@@ -251,6 +261,8 @@ def test_fetch_stores_by_key_verifies_and_records_failures(
     assert led["aporee_redirect"].final_url == f"{url}/files/moved.mp3"
     assert led["aporee_flaky"].attempts == 2 and led["aporee_cut"].attempts == 2
     assert archive.requests("/aporee_flaky/flaky.mp3") == 2
+    first, second = archive.times["/aporee_flaky/flaky.mp3"]
+    assert second - first >= 0.3  # the server's Retry-After, not the 0.01 s backoff
     # the duration check
     mis = led["aporee_mismatch"]
     assert mis.status == "ok" and mis.duration_ok is False and mis.mp3seconds == 9.0
@@ -290,7 +302,10 @@ def test_too_large_and_not_audio_fail_typed(archive: Archive, tmp_path: Path) ->
     archive.files["/k_big/b.mp3"] = b"\0" * 5000
     csv_path = write_csv(tmp_path / "m.csv", [("k_html", "a.mp3", 1.0), ("k_big", "b.mp3", 1.0),
                                              ("../evil", "c.mp3", 1.0),
-                                             ("k_path", "../../c.mp3", 1.0)])  # fmt: skip
+                                             ("k_path", "../../c.mp3", 1.0),
+                                             ("k_busy", "d.mp3", 1.0)])  # fmt: skip
+    archive.files["/k_busy/d.mp3"] = b"x"
+    archive.always["/k_busy/d.mp3"] = "503:3600"
     out = tmp_path / "o"
     assert fetch(url, csv_path, out, "--max-bytes", "4000") == 1
     led = read_ledger(out)
@@ -298,6 +313,8 @@ def test_too_large_and_not_audio_fail_typed(archive: Archive, tmp_path: Path) ->
     assert led["k_big"].error_type == "too_large" and "4000" in str(led["k_big"].reason)
     assert led["../evil"].error_type == "bad_name" and led["../evil"].attempts == 0
     assert led["k_path"].error_type == "bad_name"
+    assert led["k_busy"].error_type == "retry_after" and "3600" in str(led["k_busy"].reason)
+    assert archive.requests("/k_busy/d.mp3") == 1
     assert sorted(p.name for p in out.iterdir()) == ["fetch.jsonl", "fetch_summary.json"]
     with archive.lock:
         assert not any("evil" in p or ".." in p for p, _ in archive.log)
@@ -350,6 +367,59 @@ def test_kill_9_then_rerun_fetches_nothing_twice(archive: Archive, tmp_path: Pat
     assert not list(out.glob(".*.part"))
     summary = json.loads((out / "fetch_summary.json").read_text())
     assert summary["kept"] == len(done) and summary["partials_removed"] == 1
+
+
+def test_rate_and_workers_bound_the_requests(archive: Archive, tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{archive.httpd.server_address[1]}"
+    blob = make_mp3(tmp_path / "x.mp3", 0.5, 440.0)
+    rows = []
+    for i in range(9):
+        archive.files[f"/k{i}/x.mp3"] = blob
+        rows.append((f"k{i}", "x.mp3", 0.5))
+    csv_path = write_csv(tmp_path / "m.csv", rows)
+    archive.slow = 0.1
+    args = ["agl1k", "fetch", str(csv_path), "--base-url", url, "--workers", "2"]
+    assert main([*args, "--out", str(tmp_path / "a"), "--rate", "4"]) == 0
+    starts = sorted(t for ts in archive.times.values() for t in ts)
+    # a bucket of 4 tokens refilled at 4 a second: 9 requests span at least 1.25 s
+    assert len(starts) == 9 and starts[-1] - starts[0] >= 1.2
+    assert archive.max_inflight == 2
+
+
+def test_released_csv_rows_and_real_recordings(
+    archive: Archive, tmp_path: Path, shared_dir: Path
+) -> None:
+    """Rows of the released CSV (19-name header, 20 fields) with the two real
+    recordings; the two STE001 keys are served the wrong recordings, which
+    the duration check catches."""
+    agl = shared_dir / "agl1k"
+    berlin, essaouira = "aporee_5201_6631", "aporee_26839_30948"
+    with (agl / "geoLocalization_schema.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    keep = [r for r in rows[1:] if r[0] in (berlin, essaouira, LONDON, AUSTRIA)]
+    assert len(keep) == 4 and all(len(r) == 20 for r in keep) and len(rows[0]) == 19
+    csv_path = tmp_path / "released.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([rows[0], *keep])
+    real = {
+        berlin: (agl / "AmselanDietersFensterJuni2003Edit.mp3").read_bytes(),
+        essaouira: (agl / "20020207EssaouiraRempartsMuezzin.mp3").read_bytes(),
+    }
+    archive.files[f"/{berlin}/AmselanDietersFensterJuni2003Edit.mp3"] = real[berlin]
+    archive.files[f"/{essaouira}/20020207EssaouiraRempartsMuezzin.mp3"] = real[essaouira]
+    archive.files[f"/{LONDON}/STE001.mp3"] = real[essaouira]
+    archive.files[f"/{AUSTRIA}/STE001.mp3"] = real[berlin]
+    url = f"http://127.0.0.1:{archive.httpd.server_address[1]}"
+    out = tmp_path / "o"
+    assert fetch(url, csv_path, out) == 0
+    led = read_ledger(out)
+    for key in (berlin, essaouira):
+        assert led[key].duration_ok is True and led[key].sha256 == sha(real[key])
+        assert led[key].seconds == pytest.approx(led[key].mp3seconds, abs=0.01)
+    assert led[LONDON].mp3seconds == pytest.approx(105.52163)
+    assert led[LONDON].duration_ok is False and led[AUSTRIA].duration_ok is False
+    summary = json.loads((out / "fetch_summary.json").read_text())
+    assert sorted(summary["duration_mismatch"]) == sorted([LONDON, AUSTRIA])
 
 
 # --- the one resolution rule --------------------------------------------------
