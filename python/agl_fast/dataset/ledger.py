@@ -143,6 +143,7 @@ class Ledger:
         self.path = out / LEDGER_NAME
         self.records, self.damaged = _read_records(self.path)
         self._fh = self.path.open("a", encoding="utf-8")
+        _lock(self._fh, out)
 
     def append(self, rec: FetchRecord) -> None:
         """Write ``rec`` as one line and sync it to disk before returning."""
@@ -159,6 +160,20 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _lock(fh: Any, out: Path) -> None:
+    """Hold an exclusive lock on the open manifest (released when the process
+    ends, also by ``kill -9``): two fetches never write one folder."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise ParameterError(f"another fetch is writing to {out}") from None
 
 
 def _read_records(path: Path) -> tuple[dict[str, FetchRecord], int]:
