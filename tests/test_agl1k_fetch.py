@@ -431,6 +431,22 @@ def test_released_csv_rows_and_real_recordings(
     assert sorted(summary["duration_mismatch"]) == sorted([LONDON, AUSTRIA])
 
 
+def test_ledger_skips_a_torn_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from agl_fast.dataset import FetchRecord, Ledger
+
+    with Ledger(tmp_path) as led:
+        led.append(FetchRecord(key="k1", mp3name="a.mp3", url="u", status="ok", bytes=3))
+    with (tmp_path / "fetch.jsonl").open("a") as fh:
+        fh.write('{"key": "k2", "mp3name": "b.mp3", "url": "u", "sta')  # cut by a kill
+    with caplog.at_level("WARNING", logger="agl_fast.dataset"), Ledger(tmp_path) as led:
+        assert sorted(led.records) == ["k1"] and led.damaged == 1
+        led.append(FetchRecord(key="k2", mp3name="b.mp3", url="u", status="failed"))
+    assert "1 damaged line(s) skipped" in caplog.text
+    # the next line starts on a line of its own: only the torn one is lost
+    done = read_ledger(tmp_path)
+    assert done["k1"].bytes == 3 and done["k2"].status == "failed"
+
+
 # --- the one resolution rule --------------------------------------------------
 
 

@@ -144,6 +144,10 @@ class Ledger:
         self.records, self.damaged = _read_records(self.path)
         self._fh = self.path.open("a", encoding="utf-8")
         _lock(self._fh, out)
+        if self.damaged and not _ends_a_line(self.path):
+            # end the torn line, so the next record starts a line of its own
+            self._fh.write("\n")
+            self._fh.flush()
 
     def append(self, rec: FetchRecord) -> None:
         """Write ``rec`` as one line and sync it to disk before returning."""
@@ -174,6 +178,15 @@ def _lock(fh: Any, out: Path) -> None:
     except OSError:
         fh.close()
         raise ParameterError(f"another fetch is writing to {out}") from None
+
+
+def _ends_a_line(path: Path) -> bool:
+    with path.open("rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() == 0:
+            return True
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
 
 
 def _read_records(path: Path) -> tuple[dict[str, FetchRecord], int]:
