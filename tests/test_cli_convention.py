@@ -82,6 +82,7 @@ MISSING_INPUT: dict[tuple[str, ...], list[str]] = {
     ("analyze", "cues"): ["nope.csv", "--out", "o"],
     ("serve",): ["--truth", "nope.csv", "--audio-dir", "nope"],
     ("tagger", "export"): ["--checkpoint", "nope.pt", "--out", "o.onnx"],
+    ("agl1k", "fetch"): ["nope.csv", "--out", "o"],
 }
 
 

@@ -89,6 +89,11 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "run the listening game: people guess where clips were recorded",
         "game",
     ),
+    "agl1k": (
+        "agl_fast.commands.agl1k",
+        "the AGL1K data set: fetch its recordings by key (resumable)",
+        "alm",
+    ),
     "tagger": (
         "agl_fast.tagging.cli",
         "audio tagging models: export EfficientAT mn checkpoints to ONNX",

@@ -11,7 +11,11 @@ Rules, in one place:
   one of :data:`KEY_ALIASES` (the alias is renamed ``key``). Keys are
   strings, stripped, non-empty and unique (:class:`ParameterError` otherwise).
 * **Audio** is found through the first column of :data:`PATH_ALIASES` the
-  table has; relative paths resolve against an audio directory.
+  table has; relative paths resolve against an audio directory. With an
+  audio directory, a clip's file is looked up **by key first**: the layout
+  ``agl-fast agl1k fetch`` writes, ``{audio_dir}/{key}{suffix}``
+  (:func:`keyed_audio_name`), then by the path cell. Two keys resolving to
+  one file is a warning, or an error when strict (:func:`resolve_audio`).
 * **The AGL1K schema** (:data:`AGL1K_COLUMNS`, 20 columns). The released
   ``geoLocalization_schema.csv`` names 19 columns in its header
   (:data:`AGL1K_HEADER`) but every row has 20 fields: its header name
@@ -35,6 +39,8 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,6 +48,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .audio import AUDIO_EXTENSIONS
 from .coords import check_column, validate_coordinates
 from .exceptions import ParameterError
 
@@ -57,10 +64,13 @@ __all__ = [
     "PATH_ALIASES",
     "SPEECH_COLUMN",
     "SPEECH_THRESHOLD",
+    "STRICT_AUDIO_HELP",
     "audio_paths",
+    "keyed_audio_name",
     "parse_number",
     "path_column",
     "read_manifest",
+    "resolve_audio",
     "select_columns",
     "speech_mask",
     "write_manifest",
@@ -328,26 +338,136 @@ def path_column(table: pa.Table) -> str | None:
     return next((c for c in PATH_ALIASES if c in table.column_names), None)
 
 
-def audio_paths(table: pa.Table, audio_dir: str | Path | None = None) -> list[Path | None]:
-    """Audio path of each row, resolved against ``audio_dir`` when relative
-    (None where the cell is empty).
+def keyed_audio_name(key: str, name: str | None = None) -> str | None:
+    """File name of a clip stored by its key: ``{key}{suffix}``, the suffix
+    (lower-cased) taken from ``name`` (the released ``mp3name``), ``.mp3``
+    when ``name`` has no audio suffix. The layout ``agl-fast agl1k fetch``
+    writes and the first place :func:`resolve_audio` looks.
 
-    Raises :class:`ParameterError` when the table has no path column.
+    Returns None when ``key`` cannot be a file name (empty, ``.``/``..``, a
+    path separator, a character outside ``A-Z a-z 0-9 . _ -``, longer than
+    200 characters): such a clip is found by its path cell only.
+
+    Examples
+    --------
+    >>> keyed_audio_name("aporee_32619_37498", "STE001.mp3")
+    'aporee_32619_37498.mp3'
+    >>> keyed_audio_name("../x", "a.mp3") is None
+    True
+    """
+    if not _SAFE_KEY.fullmatch(key) or key in (".", ".."):
+        return None
+    suffix = Path(name).suffix.lower() if name else ""
+    return key + (suffix if suffix in AUDIO_EXTENSIONS else ".mp3")
+
+
+#: Help of the ``--strict`` flag of every command that takes ``--audio-dir``.
+STRICT_AUDIO_HELP = (
+    "refuse a manifest in which two keys resolve to one audio file (default: a warning)"
+)
+_SAFE_KEY = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def resolve_audio(
+    keys: Sequence[str],
+    names: Sequence[object],
+    audio_dir: str | Path | None = None,
+    *,
+    strict: bool = False,
+) -> list[Path | None]:
+    """The audio file of each clip: the one rule every command that takes
+    ``--audio-dir`` follows.
+
+    With ``audio_dir``, the key comes first: ``{audio_dir}/{key}{suffix}``
+    (:func:`keyed_audio_name`) when that file exists. Otherwise the path
+    cell (``mp3name``, ``path``...), resolved against ``audio_dir`` when
+    relative. A row with an empty cell has no audio (None).
+
+    Parameters
+    ----------
+    keys : sequence of str
+        The clips' keys.
+    names : sequence
+        The path cell of each clip (None or empty: no audio).
+    audio_dir : str or Path, optional
+        Folder of the clips (the fetch output, or a flat folder of files).
+    strict : bool
+        Raise when two keys resolve to one existing file.
+
+    Returns
+    -------
+    list of Path or None
+        One entry per key, in order.
+
+    Raises
+    ------
+    ParameterError
+        ``strict`` and two keys share one file (both named in the message),
+        or ``keys`` and ``names`` differ in length.
+    """
+    if len(keys) != len(names):
+        raise ParameterError(f"resolve_audio: {len(keys)} keys but {len(names)} path cells")
+    base = Path(audio_dir) if audio_dir is not None else None
+    out: list[Path | None] = []
+    by_key = 0
+    for key, v in zip(keys, names, strict=True):
+        cell = None if v is None else str(v).strip()
+        if not cell:
+            out.append(None)
+            continue
+        f = Path(cell)
+        keyed = keyed_audio_name(str(key), cell) if base is not None else None
+        if keyed is not None and base is not None and (base / keyed).is_file():
+            out.append(base / keyed)
+            by_key += 1
+            continue
+        out.append(base / f if base is not None and not f.is_absolute() else f)
+    if base is not None:
+        log.info("audio of %d of %d clips found by key in %s", by_key, len(out), base)
+    _check_shared(keys, out, strict)
+    return out
+
+
+def _check_shared(keys: Sequence[str], paths: Sequence[Path | None], strict: bool) -> None:
+    """Warn (``strict``: raise) when two keys resolve to one existing file."""
+    owners: dict[str, list[str]] = {}
+    for key, p in zip(keys, paths, strict=True):
+        if p is not None and p.is_file():
+            owners.setdefault(os.path.realpath(p), []).append(str(key))
+    shared = {f: ks for f, ks in owners.items() if len(ks) > 1}
+    if not shared:
+        return
+    shown = "; ".join(f"{Path(f).name}: {', '.join(ks)}" for f, ks in list(shared.items())[:5])
+    more = f"; {len(shared) - 5} more" if len(shared) > 5 else ""
+    msg = (
+        f"{len(shared)} audio file(s) are shared by several keys, so those clips are heard "
+        f"as one recording ({shown}{more}); fetch them by key (agl-fast agl1k fetch)"
+    )
+    if strict:
+        raise ParameterError(msg)
+    log.warning("%s", msg)
+
+
+def audio_paths(
+    table: pa.Table, audio_dir: str | Path | None = None, *, strict: bool = False
+) -> list[Path | None]:
+    """Audio path of each row, by :func:`resolve_audio` (key first, then the
+    path column resolved against ``audio_dir`` when relative; None where the
+    cell is empty).
+
+    Raises :class:`ParameterError` when the table has no path column, or
+    ``strict`` and two keys resolve to one file.
     """
     col = path_column(table)
     if col is None:
         raise ParameterError(
             f"a manifest needs a path column, one of {list(PATH_ALIASES)}; got {table.column_names}"
         )
-    base = Path(audio_dir) if audio_dir is not None else None
-    out: list[Path | None] = []
-    for v in table.column(col).to_pylist():
-        if v is None or not str(v).strip():
-            out.append(None)
-            continue
-        f = Path(str(v).strip())
-        out.append(base / f if base is not None and not f.is_absolute() else f)
-    return out
+    if KEY in table.column_names:
+        keys = [str(k) for k in table.column(KEY).to_pylist()]
+    else:
+        keys = [f"row {i}" for i in range(table.num_rows)]
+    return resolve_audio(keys, table.column(col).to_pylist(), audio_dir, strict=strict)
 
 
 def speech_mask(table: pa.Table, column: str = SPEECH_COLUMN) -> list[bool | None]:

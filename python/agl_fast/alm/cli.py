@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import manifest
 from .options import (
     PROTOCOLS,
     PROVIDERS,
@@ -33,8 +34,11 @@ def add_query_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="clip table, CSV or Parquet, with a key and a path column (AGL1K CSV, curate output)",
     )  # fmt: skip
     q.add_argument(
-        "--audio-dir", default=None, help="folder of relative paths (default: the manifest's)"
-    )
+        "--audio-dir", default=None,
+        help="folder of the clips: {key}.mp3 (the agl1k fetch layout) first, then the "
+        "manifest's relative paths (default: the manifest's folder)",
+    )  # fmt: skip
+    q.add_argument("--strict", action="store_true", help=manifest.STRICT_AUDIO_HELP)
     q.add_argument(
         "--protocol", choices=PROTOCOLS, default="prepared",
         help="agl1k: the original file as sent by the AGL1K reference code (base64 input_audio, "
@@ -76,7 +80,7 @@ def _clips(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
     from . import query
 
     audio_dir = args.audio_dir if args.audio_dir is not None else Path(args.manifest).parent
-    clips, missing = query.read_manifest(args.manifest, audio_dir)
+    clips, missing = query.read_manifest(args.manifest, audio_dir, strict=args.strict)
     if args.limit is not None:
         clips = clips[: args.limit]
     if not clips:

@@ -67,13 +67,17 @@ class Clip:
     seconds: float | None = None
 
 
-def read_manifest(path: str | Path, audio_dir: str | Path | None) -> tuple[list[Clip], list[str]]:
+def read_manifest(
+    path: str | Path, audio_dir: str | Path | None, *, strict: bool = False
+) -> tuple[list[Clip], list[str]]:
     """Clips of a manifest (CSV or Parquet) whose audio file exists.
 
     The table is read by :func:`agl_fast.manifest.read_manifest` (a ``key``
     column or an alias, a path column of
-    :data:`agl_fast.manifest.PATH_ALIASES`); relative paths resolve against
-    ``audio_dir``. ``mp3seconds`` or ``duration`` feeds the cost estimate.
+    :data:`agl_fast.manifest.PATH_ALIASES`), each clip's file found by
+    :func:`agl_fast.manifest.resolve_audio` (by key first, then by the path
+    cell against ``audio_dir``; ``strict`` refuses two keys on one file).
+    ``mp3seconds`` or ``duration`` feeds the cost estimate.
     AGL1K's ``geoLocalization_schema.csv`` and the ``curated.parquet`` of
     ``agl-fast curate`` both work as they are. Returns the clips and the keys
     whose file is missing.
@@ -84,7 +88,7 @@ def read_manifest(path: str | Path, audio_dir: str | Path | None) -> tuple[list[
             f"{path}: manifest needs a key column {manifest.KEY_ALIASES} and a file column "
             f"{manifest.PATH_ALIASES}, got {table.column_names}"
         )
-    files = manifest.audio_paths(table, audio_dir)
+    files = manifest.audio_paths(table, audio_dir, strict=strict)
     keys = table.column(manifest.KEY).to_pylist()
     scol = next((c for c in ("mp3seconds", "duration") if c in table.column_names), None)
     secs = table.column(scol).to_pylist() if scol else [None] * table.num_rows

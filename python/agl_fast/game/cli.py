@@ -14,6 +14,7 @@ import sys
 import tempfile
 from typing import Any
 
+from ..manifest import STRICT_AUDIO_HELP
 from .limits import (
     GUESSES_PER_ADDRESS,
     GUESSES_PER_PLAYER,
@@ -35,7 +36,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "serve", help="run the listening game: people guess where clips were recorded"
     )
     p.add_argument("--truth", help="geoLocalization_schema.csv (default: the built-in demo set)")
-    p.add_argument("--audio-dir", help="directory of the clips, by their mp3name")
+    p.add_argument(
+        "--audio-dir",
+        help="directory of the clips: {key}.mp3 (the agl1k fetch layout) first, then mp3name",
+    )
+    p.add_argument("--strict", action="store_true", help=STRICT_AUDIO_HELP)
     p.add_argument("--predictions", help="directory of model prediction files to compare with")
     p.add_argument("--demo", action="store_true", help="serve the small built-in demo set")
     p.add_argument("--db", default=DEFAULT_DB, help=f"SQLAlchemy URL (default {DEFAULT_DB})")
@@ -126,7 +131,7 @@ def _catalogue(args: argparse.Namespace, tmp: list[tempfile.TemporaryDirectory[s
     if args.audio_dir is None:
         return "--audio-dir is required with --truth"
     try:
-        return load_catalogue(args.truth, args.audio_dir, args.predictions)
+        return load_catalogue(args.truth, args.audio_dir, args.predictions, strict=args.strict)
     except ParameterError as e:
         return f"error: {e}"
 

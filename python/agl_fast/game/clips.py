@@ -1,7 +1,9 @@
 """The clip catalogue of the game: ground truth, audio files and model answers.
 
 A clip is playable when its truth row has coordinates and its audio file
-(``mp3name`` under the audio directory) exists. Audio is always looked up
+exists in the audio directory, found by
+:func:`agl_fast.manifest.resolve_audio` (``{key}.mp3`` first, the layout of
+``agl-fast agl1k fetch``, then ``mp3name``). Audio is always looked up
 by clip key in this catalogue, never from a path a client sends.
 """
 
@@ -19,6 +21,7 @@ import numpy as np
 
 from ..coords import parse_coordinate
 from ..exceptions import InvalidCoordinatesError, ParameterError
+from ..manifest import resolve_audio
 
 AUDIO_TYPES = {
     ".mp3": "audio/mpeg",
@@ -99,14 +102,15 @@ def coordinate_or_none(value: Any, axis: str) -> float | None:
         return None
 
 
-def _clip(row: dict[str, Any], root: Path) -> Clip | None:
-    """The playable clip of a truth row, or None (no coordinates, no audio file)."""
-    key, name = _text(row.get("key")), _text(row.get("mp3name"))
+def _clip(row: dict[str, Any], root: Path, found: Path | None) -> Clip | None:
+    """The playable clip of a truth row whose audio resolved to ``found``,
+    or None (no coordinates, no audio file)."""
+    key = _text(row.get("key"))
     lat = coordinate_or_none(row.get("latitude"), "latitude")
     lon = coordinate_or_none(row.get("longitude"), "longitude")
-    if key is None or name is None or lat is None or lon is None:
+    if key is None or found is None or lat is None or lon is None:
         return None
-    path = (root / name).resolve()
+    path = found.resolve()
     # A manifest name never leaves the audio directory.
     if path.parent != root or not path.is_file():
         return None
@@ -165,7 +169,11 @@ def _attach_models(cat: Catalogue, predictions: str | Path) -> None:
 
 
 def load_catalogue(
-    truth: str | Path, audio_dir: str | Path, predictions: str | Path | None = None
+    truth: str | Path,
+    audio_dir: str | Path,
+    predictions: str | Path | None = None,
+    *,
+    strict: bool = False,
 ) -> Catalogue:
     """Read the truth manifest, keep clips whose audio exists, attach model answers.
 
@@ -175,10 +183,13 @@ def load_catalogue(
         ``geoLocalization_schema.csv`` (AGL1K layout, read by
         :func:`agl_fast.evaluate.readers.read_truth`).
     audio_dir : str or Path
-        Directory holding the clips under their ``mp3name``.
+        Directory holding the clips under their key (``{key}.mp3``, the
+        ``agl-fast agl1k fetch`` layout) or their ``mp3name``.
     predictions : str or Path, optional
         Directory of prediction files (``.json``, ``.jsonl``, ``.csv``,
         ``.parquet``) read with :func:`agl_fast.evaluate.readers.read_predictions`.
+    strict : bool
+        Refuse two keys resolving to one audio file (default: a warning).
 
     Returns
     -------
@@ -188,7 +199,8 @@ def load_catalogue(
     Raises
     ------
     ParameterError
-        When a directory is missing or no clip is playable.
+        When a directory is missing, no clip is playable, or ``strict`` and
+        two keys share one file.
     """
     from ..evaluate.readers import read_truth
 
@@ -197,8 +209,11 @@ def load_catalogue(
         raise ParameterError(f"audio directory not found: {audio_dir}")
     df = read_truth(truth)
     clips: dict[str, Clip] = {}
-    for row in df.to_dict("records"):
-        clip = _clip(row, root)
+    rows = df.to_dict("records")
+    names = [r.get("mp3name") if isinstance(r.get("mp3name"), str) else None for r in rows]
+    found = resolve_audio([str(r["key"]) for r in rows], names, root, strict=strict)
+    for row, path in zip(rows, found, strict=True):
+        clip = _clip(row, root, path)
         if clip is not None:
             clips[clip.key] = clip
     if not clips:

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._internal.onnx import DEVICES
 from ..exceptions import AglError, RunInterrupted
+from ..manifest import STRICT_AUDIO_HELP
 from ..presets import get_recipe, recipe_names
 from ..tagging.registry import get_tagger, tagger_names
 from .config import LONG_CLIPS
@@ -65,7 +66,12 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
         "directory, kept and printed; the demo corpus goes to OUT/demo-corpus)",
     )
     p.add_argument("--manifest", help="CSV or Parquet manifest with key and path columns")
-    p.add_argument("--audio-dir", help="folder the manifest's paths are relative to")
+    p.add_argument(
+        "--audio-dir",
+        help="folder of the manifest's clips: {key}.mp3 (the agl1k fetch layout) first, "
+        "then the manifest's relative paths",
+    )
+    p.add_argument("--strict", action="store_true", help=STRICT_AUDIO_HELP)
     p.add_argument(
         "--extensions",
         type=lambda text: [e for e in text.split(",") if e.strip()],
@@ -271,7 +277,7 @@ def _inputs(args: argparse.Namespace, demo_dir: Path | None) -> Inputs:
     if demo_dir is not None:
         inputs = discover(str(demo_dir))
     elif args.manifest:
-        inputs = read_manifest(args.manifest, args.audio_dir or spec)
+        inputs = read_manifest(args.manifest, args.audio_dir or spec, strict=args.strict)
     elif not spec:
         raise AglError("give an INPUT directory or glob, --manifest CSV, or --demo")
     else:

@@ -141,13 +141,17 @@ def discover(spec: str, extensions: Iterable[str] | None = None) -> Inputs:
     )
 
 
-def read_manifest(path: str | Path, audio_dir: str | Path | None = None) -> Inputs:
+def read_manifest(
+    path: str | Path, audio_dir: str | Path | None = None, *, strict: bool = False
+) -> Inputs:
     """Rows of a CSV or Parquet manifest, read by :func:`agl_fast.manifest.read_manifest`.
 
     The key is the ``key`` column (or an alias of
     :data:`agl_fast.manifest.KEY_ALIASES`), the audio the first column of
     :data:`agl_fast.manifest.PATH_ALIASES`; relative paths resolve against
-    ``audio_dir`` (default: the manifest's folder). The columns of
+    ``audio_dir`` (default: the manifest's folder), a clip stored by its key
+    first (:func:`agl_fast.manifest.resolve_audio`; ``strict`` refuses two
+    keys on one file). The columns of
     :data:`CARRIED` present in the manifest are carried into the output.
     """
     path = Path(path)
@@ -157,7 +161,7 @@ def read_manifest(path: str | Path, audio_dir: str | Path | None = None) -> Inpu
             f"manifest {path} has no path column; expected one of {list(manifest.PATH_ALIASES)}"
         )
     base = Path(audio_dir) if audio_dir is not None else path.parent
-    paths = ["" if f is None else str(f) for f in manifest.audio_paths(table, base)]
+    paths = ["" if f is None else str(f) for f in manifest.audio_paths(table, base, strict=strict)]
     keys = [str(k) for k in table.column(manifest.KEY).to_pylist()]
     extra: dict[str, list[Any]] = {}
     for c in CARRIED:
