@@ -470,3 +470,22 @@ def test_query_agl1k_sends_the_released_prompt_and_evaluate_records_it(
     assert main(["evaluate", str(out / "m.parquet"), "--truth", truth, "--mode", "agl1k",
                  "--parser", "upstream", "--out", str(ev), "--n-boot", "0"]) == 0  # fmt: skip
     assert pd.read_parquet(ev / "m.agl1k.rows.parquet")["distance_km"].eq(10_000.0).all()
+
+
+def test_parsers_take_hostile_raw_answers(tmp_path, shared_dir):
+    """Raw answers that are not text, or text built to be slow, are counted
+    and scored, never a traceback."""
+    keys = ["aporee_26839_30948", "aporee_5201_6631", "aporee_31777_36500", "aporee_32619_37498"]
+    outputs: list[Any] = [12.5, ["a"], {"city": "x"}, "{" * 200_000 + '"lat": 1}' + "}" * 50_000]
+    pred = tmp_path / "h.jsonl"
+    pred.write_text("".join(json.dumps({"question_id": k, "model_output": o}) + "\n"
+                            for k, o in zip(keys, outputs, strict=True)))  # fmt: skip
+    truth = str(shared_dir / "agl1k" / "geoLocalization_schema.csv")
+    for parser in ("upstream", "agl-fast"):
+        out = tmp_path / parser
+        assert main(["evaluate", str(pred), "--truth", truth, "--mode", "agl1k", "--parser",
+                     parser, "--out", str(out), "--n-boot", "0"]) == 0  # fmt: skip
+        log = json.loads((out / "report.json").read_text())["h"]["parser"]
+        assert (log["n_reparsed"], log["n_kept_no_raw_answer"]) == (1, 3)
+        rows = pd.read_parquet(out / "h.agl1k.rows.parquet")
+        assert len(rows) == 4 and rows["refused"].all()

@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import AglError, ParameterError
+from .parsers import DEFAULT_PARSER, PARSERS
 
 _log = logging.getLogger("agl_fast.evaluate")
 
 # Kept free of heavy imports: the evaluation stack (pandas, ...) loads in run().
 MODES = ("agl1k", "strict")
 MODE_CHOICES = ("both", *MODES)
-#: The answer parsers of ``agl1k`` mode (:mod:`.parsers`, kept import-free here).
-PARSER_CHOICES = ("stored", "agl-fast", "upstream")
 #: Group columns of the regional tables, and their file suffix.
 REGIONS = {"true_continent": "by_continent", "true_country": "by_country"}
 
@@ -55,8 +54,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--parser",
-        choices=PARSER_CHOICES,
-        default="stored",
+        choices=PARSERS,
+        default=DEFAULT_PARSER,
         help="agl1k mode: the predicted fields as the file holds them (stored; agl-fast's query "
         "stores its own parser's reading), or each raw answer read again by agl-fast's parser "
         "(agl-fast) or as the AGL1K reference code read it (upstream: what it cannot read "
@@ -346,7 +345,7 @@ def _run(args: argparse.Namespace) -> int:
     excluded = truth[truth[COORDINATE_PROBLEM].notna()]
     scorable = truth[truth[COORDINATE_PROBLEM].isna()]
     modes: tuple[Any, ...] = MODES if args.mode == "both" else (args.mode,)
-    if args.parser != "stored" and "agl1k" not in modes:
+    if args.parser != DEFAULT_PARSER and "agl1k" not in modes:
         raise ParameterError("--parser applies to agl1k mode; strict mode reads answers itself")
     inputs, answered = _inputs(args, truth, len(scorable))
     pairs = _pairs(args, [m for m, _, _ in inputs])
