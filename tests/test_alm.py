@@ -581,7 +581,7 @@ def test_paper_prompt_end_to_end_real_recordings(server, tmp_path, shared_dir):
                  "--base-url", url + "/v1", *FAST]) == 0  # fmt: skip
     assert srv.requests() == 2
     info = json.loads((out / "run.json").read_text())
-    assert info["prompt_id"] == "agl1k-benchmark/v1" and info["params"]["seed"] == 42
+    assert info["prompt_id"] == "agl1k-reference/v1" and info["params"]["seed"] == 42
     pred = out / "gpt-4o-audio-preview.parquet"
     ev = tmp_path / "ev"
     assert main(["evaluate", str(pred), "--truth", str(truth), "--mode", "agl1k",

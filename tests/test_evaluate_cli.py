@@ -49,7 +49,10 @@ def test_cli_agl1k_on_shared_files(tmp_path, capsys, shared_dir):
     )
     assert rc == 0
     tidy = pd.read_parquet(tmp_path / "metrics.parquet")
-    assert list(tidy.columns) == ["model", "mode", "subset", "metric", "value", "ci_low", "ci_high"]
+    assert list(tidy.columns) == [
+        "model", "mode", "subset", "metric", "value", "ci_low", "ci_high",
+        "agl_fast_version", "input_sha256", "prompt_sha256",
+    ]  # fmt: skip
     row = tidy[(tidy.model == "qwen25-omni") & (tidy.subset == "all") & (tidy.metric == "geoscore")]
     assert round(float(row["value"].iloc[0]), 2) == 1317.74
     assert float(row["ci_low"].iloc[0]) < 1317.74 < float(row["ci_high"].iloc[0])

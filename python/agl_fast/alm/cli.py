@@ -18,6 +18,7 @@ from .options import (
     request_params,
     sampling_free,
 )
+from .prompts import DEFAULT_PROMPT
 
 __all__ = ["PROTOCOLS", "PROVIDERS", "add_query_parser", "run_query"]
 
@@ -45,7 +46,11 @@ def add_query_parser(subparsers: Any) -> argparse.ArgumentParser:
         "its own format, no sampling parameters); prepared: decoded, mono, resampled, "
         "re-encoded (--audio-format, --sample-rate) with the sampling parameters given",
     )  # fmt: skip
-    q.add_argument("--prompt", default="agl1k-benchmark/v1", help="template id or @FILE")
+    q.add_argument(
+        "--prompt", default=DEFAULT_PROMPT,
+        help="template id or name (agl1k-reference: the prompt the AGL1K reference code sends; "
+        "agl1k-typeset: the paper's typeset appendix B.9.1) or @FILE",
+    )  # fmt: skip
     q.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
                    help="stream answers (None: the provider's usual mode)")  # fmt: skip
     q.add_argument("--json-schema", action="store_true", help="ask for schema-constrained JSON")

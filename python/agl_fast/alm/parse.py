@@ -247,3 +247,87 @@ def parse_answer(text: str | None, finish_reason: str | None = None) -> ParsedAn
     if _REFUSAL_RE.search(s):
         return ParsedAnswer(status="refusal")
     return ParsedAnswer(status="unparseable")
+
+
+# --- The AGL1K reference code's reading of an answer ------------------------
+
+#: What the AGL1K reference code records for an answer it cannot read: every
+#: name ``Unknown`` and both coordinates ``0.0`` (which its scoring then
+#: counts as a refusal, 10,000 km).
+UPSTREAM_DEFAULTS: dict[str, Any] = {
+    "city": "Unknown",
+    "country": "Unknown",
+    "continent": "Unknown",
+    "longitude": 0.0,
+    "latitude": 0.0,
+    "reason": "No reasoning provided",
+}
+#: The keys the reference code looks up, exactly as spelled (case matters),
+#: in its order of preference, field by field in its order.
+UPSTREAM_KEYS: dict[str, tuple[str, ...]] = {
+    "city": ("city", "City", "城市", "location", "place"),
+    "country": ("country", "Country", "国家", "nation"),
+    "continent": ("continent", "Continent", "大洲", "洲"),
+    "longitude": ("longitude", "Longitude", "经度", "lng", "lon"),
+    "latitude": ("latitude", "Latitude", "纬度", "lat"),
+    "reason": ("reason", "Reason", "原因", "推理", "reasoning", "explanation", "analysis"),
+}
+_FLAT_OBJECT = re.compile(r"\{[^{}]*\}")
+_UPSTREAM_REASON_CHARS = 500
+
+
+def parse_upstream(text: Any) -> dict[str, Any]:
+    """Read an answer as the AGL1K reference pipeline did (``--parser upstream``).
+
+    The rules, stated here because they differ from :func:`parse_answer`:
+
+    * only the first ``{...}`` that contains no other brace is read, with a
+      strict JSON parser: no repair, no code-fence handling, no nesting, so
+      an object whose text holds a brace, a trailing comma, a single quote or
+      a missing comma gives the defaults;
+    * keys match exactly (:data:`UPSTREAM_KEYS`); the first key present
+      wins even when its value is unusable;
+    * names become ``str(value)`` (``None`` becomes ``"None"``); coordinates
+      become ``float(value)`` or stay ``0.0`` when that fails (``"48.85 N"``
+      stays ``0.0``); a number too large for a float ends the reading there,
+      leaving the later fields at their defaults;
+    * anything unreadable leaves :data:`UPSTREAM_DEFAULTS`; with no object at
+      all, the reason is the text's first 500 characters (``...`` after).
+
+    Parameters
+    ----------
+    text : str or None
+        The model's full answer; anything that is not a string gives the defaults.
+
+    Returns
+    -------
+    dict
+        ``city``, ``country``, ``continent`` (str), ``longitude``,
+        ``latitude`` (float, degrees, not range-checked) and ``reason``.
+    """
+    out = dict(UPSTREAM_DEFAULTS)
+    if not isinstance(text, str):
+        return out
+    m = _FLAT_OBJECT.search(text)
+    if m is None:
+        long = len(text) > _UPSTREAM_REASON_CHARS
+        out["reason"] = text[:_UPSTREAM_REASON_CHARS] + "..." if long else text
+        return out
+    try:
+        obj = json.loads(m.group(0))
+    except (ValueError, RecursionError):
+        return out
+    for name, keys in UPSTREAM_KEYS.items():
+        key = next((k for k in keys if k in obj), None)
+        if key is None:
+            continue
+        if name in ("longitude", "latitude"):
+            try:
+                out[name] = float(obj[key])
+            except (ValueError, TypeError):
+                pass
+            except OverflowError:
+                break
+        else:
+            out[name] = str(obj[key])
+    return out

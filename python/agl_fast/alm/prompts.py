@@ -3,8 +3,14 @@
 Every template has a name and a version; the text's SHA-256 (``prompt_hash``)
 enters the cache key, so editing a template never reuses stale answers.
 
-``agl1k-benchmark/v1`` is the benchmark prompt of the AGL1K paper (appendix
-B.9.1), verbatim, including its missing comma after the ``reason`` value.
+``agl1k-reference/v1`` (the default) is the benchmark prompt as the AGL1K
+reference code sends it: the ``question`` field of the released answer
+files, character for character (four-space indentation, no code fence,
+``predicted_longitude_value``, a trailing space after the country line). It
+is stored once, as data, in ``data/agl1k_prompts.json``.
+``agl1k-typeset/v1`` is the same prompt as the paper typesets it (appendix
+B.9.1), verbatim, including its missing comma after the ``reason`` value; it
+was the default before and is still reachable as ``agl1k-benchmark/v1``.
 ``agl1k-contribution/v1`` is the paper's contribution prompt (appendix
 B.9.2); ``{categories}`` is replaced by the category list, one a line, and
 the reasoning text follows it.
@@ -19,11 +25,13 @@ label they produce.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..exceptions import ParameterError
 
-_BENCHMARK_V1 = """You are an expert audio analyst with exceptional ability to identify geographical locations from environmental sounds. Listen carefully to the provided audio recording and identify the geographical location where it was recorded.
+_TYPESET_V1 = """You are an expert audio analyst with exceptional ability to identify geographical locations from environmental sounds. Listen carefully to the provided audio recording and identify the geographical location where it was recorded.
 
 You MUST provide your best guess regardless of uncertainty. Even if you feel unsure, you must still make an educated guess based on the audio characteristics, ambient sounds, languages spoken, cultural indicators, or any other audio clues you can detect.
 
@@ -111,37 +119,56 @@ class PromptTemplate:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
+def _packaged(template_id: str) -> PromptTemplate:
+    """A template stored as data beside this module (``data/agl1k_prompts.json``)."""
+    doc = json.loads((Path(__file__).with_name("data") / "agl1k_prompts.json").read_text("utf-8"))
+    name, version = template_id.split("/")
+    return PromptTemplate(name, version, doc[template_id]["text"])
+
+
 TEMPLATES: dict[str, PromptTemplate] = {
     t.id: t
     for t in (
-        PromptTemplate("agl1k-benchmark", "v1", _BENCHMARK_V1),
+        _packaged("agl1k-reference/v1"),
+        PromptTemplate("agl1k-typeset", "v1", _TYPESET_V1),
         PromptTemplate("agl1k-contribution", "v1", _CONTRIBUTION_V1),
         PromptTemplate("agl-error-cause", "v1", _ERROR_CAUSE_V1),
         PromptTemplate("agl-cues", "v1", _CUES_V1),
     )
 }
-DEFAULT_PROMPT = "agl1k-benchmark/v1"
+#: Former ids still accepted (what they name now).
+ALIASES = {"agl1k-benchmark/v1": "agl1k-typeset/v1"}
+DEFAULT_PROMPT = "agl1k-reference/v1"
 DEFAULT_JUDGE_PROMPT = "agl1k-contribution/v1"
 DEFAULT_CAUSE_PROMPT = "agl-error-cause/v1"
 DEFAULT_CUE_PROMPT = "agl-cues/v1"
 
 
 def get_template(spec: str) -> PromptTemplate:
-    """A template by id (``name/version``), or a text file (``@path``) as ``custom/<hash>``."""
+    """A template by id (``name/version``), by name alone (its latest version),
+    by a former id (:data:`ALIASES`), or a text file (``@path``) as ``custom/<hash>``."""
     if spec.startswith("@"):
-        from pathlib import Path
-
         text = Path(spec[1:]).read_text(encoding="utf-8").strip()
         if not text:
             raise ParameterError(f"prompt file {spec[1:]!r} is empty")
         h = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
         return PromptTemplate("custom", h, text)
+    spec = ALIASES.get(spec, spec)
+    if "/" not in spec:
+        versions = [t.version for t in TEMPLATES.values() if t.name == spec]
+        if versions:
+            spec = f"{spec}/{max(versions, key=lambda v: (len(v), v))}"
     try:
         return TEMPLATES[spec]
     except KeyError:
         raise ParameterError(
             f"unknown prompt {spec!r}; allowed: {sorted(TEMPLATES)} or @FILE"
         ) from None
+
+
+def template_for_hash(sha256: str) -> PromptTemplate | None:
+    """The known template whose text has this SHA-256, or None."""
+    return next((t for t in TEMPLATES.values() if t.sha256 == sha256), None)
 
 
 def contribution_prompt(categories: list[str], reasoning: str, template: PromptTemplate) -> str:

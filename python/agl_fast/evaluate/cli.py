@@ -2,7 +2,10 @@
 
 The headline is the paper-comparable ``agl1k`` mode (the published rules,
 quirks included); ``strict`` is reported beside it (``--mode both``, the
-default), or alone with ``--mode strict``.
+default), or alone with ``--mode strict``. ``--parser`` chooses who reads
+the raw answers in ``agl1k`` mode (:mod:`.parsers`); ``--compare A B`` adds
+a paired bootstrap comparison; every output carries the provenance of
+:mod:`.provenance`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import AglError, ParameterError
+from .parsers import DEFAULT_PARSER, PARSERS
 
 _log = logging.getLogger("agl_fast.evaluate")
 
@@ -47,6 +51,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--aliases",
         default=None,
         help="country alias table (default: agl1k_country_aliases.tsv next to --truth)",
+    )
+    p.add_argument(
+        "--parser",
+        choices=PARSERS,
+        default=DEFAULT_PARSER,
+        help="agl1k mode: the predicted fields as the file holds them (stored; agl-fast's query "
+        "stores its own parser's reading), or each raw answer read again by agl-fast's parser "
+        "(agl-fast) or as the AGL1K reference code read it (upstream: what it cannot read "
+        "scores as a 10,000 km refusal, as in the paper); strict mode always uses agl-fast's",
+    )
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("A", "B"),
+        help="paired bootstrap of A minus B on their common clips (model names or prediction "
+        "files among PRED); repeatable; writes paired.csv and a leaderboard section",
     )
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (0: none)")
@@ -106,17 +128,20 @@ def _check_join(path: str, jr: Any, truth_path: str, pred: Any, truth: Any) -> N
         )  # fmt: skip
 
 
-def _inputs(
-    args: argparse.Namespace, truth: Any, n_scorable: int
-) -> tuple[list[tuple[str, Any, dict[str, Any]]], dict[str, Any]]:
+Inputs = list[tuple[str, dict[str, Any], dict[str, Any]]]
+
+
+def _inputs(args: argparse.Namespace, truth: Any, n_scorable: int) -> tuple[Inputs, dict[str, Any]]:
     """The prediction files (one per model, joined to the truth and
-    checked) plus the paper's baselines when asked: ``(model, predictions,
-    log entry)``, and the clips each model answered."""
+    checked) plus the paper's baselines when asked: ``(model, predictions
+    by mode, log entry)``, and the clips each model answered. The ``agl1k``
+    predictions are those of ``--parser``; ``strict`` reads the file's own."""
     from .baselines import PAPER_BASELINES, baseline_predictions
+    from .parsers import apply_parser, log_parser_report
     from .readers import model_name, read_predictions
     from .score import join
 
-    inputs: list[tuple[str, Any, dict[str, Any]]] = []
+    inputs: Inputs = []
     answered: dict[str, Any] = {}
     for path in args.pred:
         pred, rr = read_predictions(path)
@@ -126,24 +151,28 @@ def _inputs(
         joined, jr = join(pred, truth)
         _check_join(path, jr, args.truth, pred, truth)
         answered[name] = joined["question_id"]
+        parsed, pr = apply_parser(pred, args.parser)
+        log_parser_report(path, pr)
         cover = {"n": jr.n_scored, "n_truth": n_scorable, "coverage": jr.coverage}
-        inputs.append((name, pred, {"read": vars(rr), "coverage": cover}))
+        info = {"path": str(path), "read": vars(rr), "coverage": cover, "parser": pr.as_dict()}
+        inputs.append((name, {"agl1k": parsed, "strict": pred}, info))
     if args.baselines:
         for row, name in PAPER_BASELINES.items():
-            inputs.append((row, baseline_predictions(truth, name, seed=args.seed), {}))
+            base = baseline_predictions(truth, name, seed=args.seed)
+            inputs.append((row, {"agl1k": base, "strict": base}, {}))
     return inputs, answered
 
 
 def _score_all(
     args: argparse.Namespace,
     truth: Any,
-    inputs: list[tuple[str, Any, dict[str, Any]]],
+    inputs: Inputs,
     modes: tuple[Any, ...],
     common: Any,
     out: Path,
 ) -> tuple[Any, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """Score every model in every mode: the tidy metrics, the log, and the
-    per-run confusions, distances and maps for the figures."""
+    per-run scored rows, confusions, distances and maps for the figures."""
     import numpy as np
     import pandas as pd
 
@@ -154,15 +183,16 @@ def _score_all(
     from .score import score
 
     sizes = truth_subset_sizes(truth[truth[COORDINATE_PROBLEM].isna()])
-    aliases = args.aliases or str(Path(args.truth).with_name("agl1k_country_aliases.tsv"))
+    aliases = _aliases_path(args)
     tables: list[Any] = []
     log: dict[str, dict[str, Any]] = {}
-    plots: dict[str, dict[str, Any]] = {"confusions": {}, "dists": {}, "maps": {}}
+    plots: dict[str, dict[str, Any]] = {"confusions": {}, "dists": {}, "maps": {}, "scored": {}}
     for mode in modes:
-        for model, pred, info in inputs:
-            scored, jr = score(pred, truth, mode=mode, aliases_path=aliases)
+        for model, preds, info in inputs:
+            scored, jr = score(preds[mode], truth, mode=mode, aliases_path=aliases)
             scored.insert(0, "model", model)
             tag = f"{model}.{mode}"
+            plots["scored"][tag] = scored
             scored.to_parquet(out / f"{tag}.rows.parquet", index=False)
             tables.append(tidy_metrics(model, scored, n_boot=args.n_boot, seed=args.seed,
                                        truth_sizes=sizes, common=common))  # fmt: skip
@@ -190,7 +220,9 @@ def _score_all(
 
 def _board(tidy: Any, modes: tuple[Any, ...], compare: Any, notes: list[str]) -> str:
     """``leaderboard.md``: a heading, any warning, then each mode's table
-    (and its common-subset table when the runs answered different clips)."""
+    (and its common-subset table when the runs answered different clips),
+    its intervals and its Tables 2, 5 and 6."""
+    from .board import interval_tables
     from .report import COMMON, leaderboard
 
     board = notes[0] + "\n\n" + (f"**Warning:** {notes[1]}.\n\n" if notes[1] else "")
@@ -201,12 +233,13 @@ def _board(tidy: Any, modes: tuple[Any, ...], compare: Any, notes: list[str]) ->
         if compare:
             board += f"### common subset ({m}): the {len(compare)} clips every run answered\n\n"
             board += leaderboard(part, subset=COMMON) + "\n"
+        board += interval_tables(tidy, m) + "\n"
     return board
 
 
 def _figures(
     args: argparse.Namespace,
-    inputs: list[tuple[str, Any, dict[str, Any]]],
+    inputs: Inputs,
     plots: dict[str, dict[str, Any]],
     modes: tuple[Any, ...],
     out: Path,
@@ -217,7 +250,7 @@ def _figures(
     if args.cues:
         from .cues import cue_table, save_cue_chart
 
-        cues = cue_table((m, p) for m, p, _ in inputs if m not in PAPER_BASELINES)
+        cues = cue_table((m, p["strict"]) for m, p, _ in inputs if m not in PAPER_BASELINES)
         cues.to_csv(out / "cues.csv", index=False)
         if args.figures:
             save_cue_chart(cues[cues["n_texts"] > 0], out / "cues.png")
@@ -236,7 +269,75 @@ def _figures(
         error_map(lat, lon, d, title, out / f"{tag}.map.png")
 
 
+def _aliases_path(args: argparse.Namespace) -> str:
+    return args.aliases or str(Path(args.truth).with_name("agl1k_country_aliases.tsv"))
+
+
+def _pairs(args: argparse.Namespace, names: list[str]) -> list[tuple[str, str]]:
+    """The ``--compare`` pairs as model names (a prediction file stands for its model)."""
+    from .readers import model_name
+
+    def resolve(token: str) -> str:
+        if token in names:
+            return token
+        if model_name(token) in names:
+            return model_name(token)
+        raise ParameterError(f"--compare {token!r} is none of the scored models {names}")
+
+    pairs = [(resolve(a), resolve(b)) for a, b in args.compare]
+    if pairs and args.n_boot < 1:
+        raise ParameterError("--compare needs bootstrap resamples: --n-boot >= 1")
+    for a, b in pairs:
+        if a == b:
+            raise ParameterError(f"--compare needs two different models, got {a!r} twice")
+    return pairs
+
+
+def _paired(args: argparse.Namespace, pairs: list[tuple[str, str]], modes: tuple[Any, ...],
+            scored: dict[str, Any]) -> Any:  # fmt: skip
+    """The paired bootstrap of every pair in every mode (:func:`.board.paired_frame`)."""
+    import pandas as pd
+
+    from .board import PAIRED_COLUMNS, paired_frame
+    from .metrics import paired_bootstrap
+
+    frames = []
+    for mode in modes:
+        for a, b in pairs:
+            sa, sb = scored[f"{a}.{mode}"], scored[f"{b}.{mode}"]
+            if not set(sa["question_id"]) & set(sb["question_id"]):
+                raise ParameterError(f"--compare {a} {b}: the two runs share no scored clip")
+            res = paired_bootstrap(sa, sb, n_boot=args.n_boot, seed=args.seed)
+            frames.append(paired_frame(mode, a, b, res))
+    return (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=list(PAIRED_COLUMNS))
+    )
+
+
+def _write_tables(out: Path, tidy: Any, record: dict[str, Any], paired: Any) -> Any:
+    """``metrics.parquet``/``.csv`` (each row with its model's provenance
+    columns), ``metrics.json`` (provenance and rows) and ``paired.csv``."""
+    import pandas as pd
+
+    from .provenance import model_columns
+
+    cols = pd.DataFrame([model_columns(record, m) for m in tidy["model"]], index=tidy.index)
+    tidy = pd.concat([tidy, cols], axis=1)
+    tidy.to_parquet(out / "metrics.parquet", index=False)
+    tidy.to_csv(out / "metrics.csv", index=False)
+    rows = json.loads(tidy.to_json(orient="records"))
+    doc = {"provenance": record, "metrics": rows}
+    (out / "metrics.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    if len(paired):
+        paired.to_csv(out / "paired.csv", index=False)
+    return tidy
+
+
 def _run(args: argparse.Namespace) -> int:
+    from .board import paired_markdown, provenance_markdown
+    from .provenance import provenance
     from .readers import COORDINATE_PROBLEM, read_truth
     from .report import coverage_note
 
@@ -244,7 +345,10 @@ def _run(args: argparse.Namespace) -> int:
     excluded = truth[truth[COORDINATE_PROBLEM].notna()]
     scorable = truth[truth[COORDINATE_PROBLEM].isna()]
     modes: tuple[Any, ...] = MODES if args.mode == "both" else (args.mode,)
+    if args.parser != DEFAULT_PARSER and "agl1k" not in modes:
+        raise ParameterError("--parser applies to agl1k mode; strict mode reads answers itself")
     inputs, answered = _inputs(args, truth, len(scorable))
+    pairs = _pairs(args, [m for m, _, _ in inputs])
     common, warning = coverage_note(answered, len(scorable))
     if warning:
         _log.warning("%s", warning)
@@ -252,12 +356,19 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tidy, log, plots = _score_all(args, truth, inputs, modes, compare, out)
-    tidy.to_parquet(out / "metrics.parquet", index=False)
-    tidy.to_csv(out / "metrics.csv", index=False)
+    paired = _paired(args, pairs, modes, plots["scored"])
+    settings = {"mode": args.mode, "parser": args.parser, "n_boot": args.n_boot,
+                "seed": args.seed, "interval": "percentile bootstrap 95%"}  # fmt: skip
+    files = [(m, info["path"], p["strict"]) for m, p, info in inputs if "path" in info]
+    record = provenance(args.truth, _aliases_path(args), files, settings)
+    tidy = _write_tables(out, tidy, record, paired)
     head = f"truth: {Path(args.truth).name}, {len(scorable)} scorable clips"
     if len(excluded):
         head += f" ({len(excluded)} more excluded: invalid coordinates)"
     board = _board(tidy, modes, compare, [head, warning])
+    if len(paired):
+        board += "## Paired comparisons\n\n" + paired_markdown(paired)
+    board += "\n" + provenance_markdown(record)
     (out / "leaderboard.md").write_text(board, encoding="utf-8")
     log["truth"] = {
         "path": str(args.truth),
@@ -270,6 +381,7 @@ def _run(args: argparse.Namespace) -> int:
         ],
     }
     log["comparison"] = {"same_clips": not warning, "n_common": len(common), "warning": warning}
+    log["provenance"] = record
     (out / "report.json").write_text(json.dumps(log, indent=2, default=str), encoding="utf-8")
     _figures(args, inputs, plots, modes, out)
     print(board, end="")

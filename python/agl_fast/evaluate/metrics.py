@@ -71,16 +71,12 @@ def table_metrics(scored: pd.DataFrame) -> dict[str, float]:
         out[f"acc_{int(t)}km"] = v
     for q, v in s.quantiles.items():
         out[f"q{round(q * 100)}_km"] = v
-    masks = subset_masks(scored)
-    for name in ("speech", "nonspeech"):
-        out[f"{name}_distance_km"] = _nanmean(d[masks[name]])
-    hs = scored["human_sounds"].to_numpy(np.float64)
-    for label, col in CATEGORY_COLUMNS.items():
-        if col not in scored.columns:
-            out[f"distance_{label}_km"] = float("nan")
-            continue
-        m = (scored[col].to_numpy(np.float64) >= SPEECH_THRESHOLD) & (hs < SPEECH_THRESHOLD)
-        out[f"distance_{label}_km"] = _nanmean(d[m])
+    subsets = _distance_subsets(scored)
+    for name in ("speech_distance_km", "nonspeech_distance_km"):
+        out[name] = _nanmean(d[subsets[name]])
+    for label in CATEGORY_COLUMNS:
+        m = subsets.get(f"distance_{label}_km")
+        out[f"distance_{label}_km"] = float("nan") if m is None else _nanmean(d[m])
     return out
 
 
@@ -119,7 +115,22 @@ def _headline_columns(scored: pd.DataFrame) -> dict[str, tuple[npt.NDArray[np.fl
         cols[f"{lvl}_acc"] = (np.nan_to_num(v), (~np.isnan(v)).astype(float))
     for t in THRESHOLDS_KM:
         cols[f"acc_{int(t)}km"] = ((valid & (d0 < t)).astype(float), valid.astype(float))
+    for name, m in _distance_subsets(scored).items():
+        cols[name] = (np.where(m, d0, 0.0), (valid & m).astype(float))
     return cols
+
+
+def _distance_subsets(scored: pd.DataFrame) -> dict[str, npt.NDArray[np.bool_]]:
+    """The row masks of the subset mean distances: speech, non-speech (Tables
+    5, 6) and each category of non-speech clips (Table 2)."""
+    hs = scored["human_sounds"].to_numpy(np.float64)
+    masks = subset_masks(scored)
+    out = {f"{k}_distance_km": masks[k] for k in ("speech", "nonspeech")}
+    for label, col in CATEGORY_COLUMNS.items():
+        if col in scored.columns:
+            cat = scored[col].to_numpy(np.float64) >= SPEECH_THRESHOLD
+            out[f"distance_{label}_km"] = cat & (hs < SPEECH_THRESHOLD)
+    return out
 
 
 def bootstrap_ci(
@@ -129,7 +140,8 @@ def bootstrap_ci(
     seed: int = 0,
     level: float = 0.95,
 ) -> dict[str, tuple[float, float]]:
-    """Percentile bootstrap interval of every headline metric.
+    """Percentile bootstrap interval of every headline metric, and of the
+    speech, non-speech and category mean distances.
 
     Rows are resampled with replacement ``n_boot`` times with a seeded
     generator; each metric is recomputed on each resample by the same
@@ -153,7 +165,7 @@ def _bootstrap_draws(
         return {k: np.full(n_boot, np.nan) for k in HEADLINE}
     cols = _headline_columns(scored)
     d = scored["distance_km"].to_numpy(np.float64)
-    out: dict[str, list[npt.NDArray[np.float64]]] = {k: [] for k in HEADLINE}
+    out: dict[str, list[npt.NDArray[np.float64]]] = {k: [] for k in (*HEADLINE, *cols)}
     chunk = max(1, min(n_boot, int(2e7 // max(n, 1))))
     order = np.argsort(d)  # NaN last
     order = order[~np.isnan(d[order])]
@@ -201,6 +213,9 @@ class PairedResult:
     ci_low: float
     ci_high: float
     p_value: float
+    #: The metric of A and of B on the common clips (``diff`` is their difference).
+    a_value: float = float("nan")
+    b_value: float = float("nan")
 
 
 def paired_bootstrap(
@@ -229,7 +244,7 @@ def paired_bootstrap(
         diff = da[k] - db[k]
         diff = diff[np.isfinite(diff)]
         if len(diff) == 0:
-            res.append(PairedResult(k, len(common), np.nan, np.nan, np.nan, np.nan))
+            res.append(PairedResult(k, len(common), np.nan, np.nan, np.nan, np.nan, ma[k], mb[k]))
             continue
         b = len(diff)
         lo_tail = (np.count_nonzero(diff <= 0) + 1) / (b + 1)
@@ -243,6 +258,8 @@ def paired_bootstrap(
                 ci_low=float(np.quantile(diff, 0.025)),
                 ci_high=float(np.quantile(diff, 0.975)),
                 p_value=p,
+                a_value=ma[k],
+                b_value=mb[k],
             )
         )
     return res
