@@ -122,8 +122,11 @@ EXTRA_OF_PACKAGE: dict[str, tuple[str, ...]] = {
     "silero_vad": ("tagging",),
     "pyroomacoustics": ("spatial",),
     "h5py": ("spatial",),
-    "torch": ("torch",),
+    "torch": ("torch", "hf"),
     "torchaudio": ("torch",),
+    "torchvision": ("hf",),
+    "transformers": ("hf",),
+    "peft": ("hf",),
     "onnx": ("torch",),
 }
 
