@@ -215,6 +215,20 @@ def test_remote_code_models_get_a_typed_error(tmp_path, capsys, name, needed):
 
 # --- the in-process transformers route ------------------------------------------
 
+
+def test_transformers_route_without_transformers_prints_pip_line(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import fails as when absent
+    man, _, _ = make_clips(tmp_path, 1)
+    code = main(["query", "--provider", "transformers", "--model", "m", "--manifest", str(man),
+                 "--out", str(tmp_path / "o")])  # fmt: skip
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "agl-fast: 'query' needs the missing package transformers: pip install 'agl-fast[hf]'"
+    )
+
+
 HAVE_HF = all(importlib.util.find_spec(m) for m in ("torch", "transformers", "torchvision"))
 needs_hf = pytest.mark.skipif(
     not HAVE_HF, reason="needs torch, torchvision and transformers (pip install 'agl-fast[hf]')"

@@ -183,6 +183,8 @@ class TransformersProvider(Provider):
                 f"{model_id} does not run in-process: it needs {needs}; agl-fast runs only "
                 "architectures that transformers ships (see docs/models.md for its route)"
             )
+        import transformers  # noqa: F401  (a missing one: the cli's pip line for the hf extra)
+
         if not (isinstance(batch_size, int) and batch_size >= 1):
             raise ParameterError(f"--batch-size must be >= 1, got {batch_size!r}")
         self.model_id = model_id
