@@ -336,3 +336,41 @@ def test_device_and_dtype_resolution():
         resolve_device("tpu")
     with pytest.raises(ParameterError, match="--dtype"):
         resolve_dtype("int3", "cpu")
+
+
+@needs_hf
+def test_registry_settings_reach_the_transformers_route(tiny_models, tmp_path, monkeypatch):
+    from agl_fast.alm import models as registry
+    from agl_fast.alm.models import Generation, ModelSpec
+
+    spec = ModelSpec(
+        "tiny-omni", "Tiny Omni", True, "transformers", str(tiny_models["qwen"]),
+        Generation(max_tokens=2, temperature=0.0), system_prompt="You are tiny.",
+    )  # fmt: skip
+    monkeypatch.setitem(registry._MODELS, spec.name, spec)  # removed after the test
+    man, audio, _ = make_clips(tmp_path, 2)
+    out = tmp_path / "o"
+    code = main(["query", "--model", "tiny-omni", "--manifest", str(man), "--audio-dir",
+                 str(audio), "--out", str(out), "--device", "cpu", "--no-progress"])  # fmt: skip
+    assert code == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["provider"] == "transformers" and run["params"]["max_tokens"] == 2
+    assert run["request_identity"]["in_process"]["system_prompt"] == "You are tiny."
+    assert all(r["completion_tokens"] <= 2 for r in _rows(out).values())
+
+
+@needs_hf
+def test_transformers_route_sampling_is_seeded(tiny_models, tmp_path):
+    man, audio, _ = make_clips(tmp_path, 2)
+    answers = []
+    for run in ("a", "b"):
+        out = tmp_path / run
+        assert _local(tiny_models["phi4"], man, audio, out, "--temperature", "1.5", "--seed", "7",
+                      "--batch-size", "2") == 0  # fmt: skip
+        rows = _rows(out)
+        assert all(r["answer_class"] != "error" for r in rows.values())
+        answers.append({k: r["model_output"] for k, r in rows.items()})
+    assert answers[0] == answers[1]  # the seed fixes the draw
+    assert _local(tiny_models["phi4"], man, audio, tmp_path / "greedy", "--batch-size", "2") == 0
+    greedy = {k: r["model_output"] for k, r in _rows(tmp_path / "greedy").items()}
+    assert answers[0] != greedy  # temperature > 0 samples

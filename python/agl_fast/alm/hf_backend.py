@@ -12,8 +12,8 @@ processor's feature-extractor rate, 16-bit WAV) is read back as float32; the
 conversation (the model's system prompt, then the audio and the prompt in one
 user turn) goes through the processor's own chat template; the processor
 builds the features and pads the batch on the left; ``generate`` decodes
-greedily (temperature 0 or unset) or samples (temperature > 0, seeded per
-batch); only the new tokens are decoded. The finish reason is ``stop`` when
+greedily (temperature 0 or unset) or samples (temperature > 0: clip by clip,
+each seeded alike); only the new tokens are decoded. The finish reason is ``stop`` when
 an end-of-sequence token came and ``length`` when ``max_tokens`` ran out.
 
 Only architectures that transformers ships are loaded, never a checkpoint's
@@ -49,8 +49,8 @@ _log = logging.getLogger("agl_fast.alm.hf_backend")
 
 #: ``max_new_tokens`` when neither the model's settings nor ``--max-tokens`` give one.
 DEFAULT_MAX_NEW_TOKENS = 1024
-#: Seconds the first clip of a batch waits for the others to arrive.
-BATCH_WAIT_S = 0.05
+#: A batch closes when it is full or no clip has joined it for this long (s).
+BATCH_WAIT_S = 0.25
 #: Parameters the in-process route turns into ``generate`` arguments.
 _USED = frozenset({"max_tokens", "temperature", "top_p", "top_k", "seed"})
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -197,6 +197,7 @@ class TransformersProvider(Provider):
         self.processor = self._load_processor()
         self._pending: list[tuple[_Item, asyncio.Future[Reply]]] = []
         self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
         self._warned: set[str] = set()
 
     # -- loading -----------------------------------------------------------
@@ -317,9 +318,17 @@ class TransformersProvider(Provider):
         return replies
 
     def _run(self, items: list[_Item], params: dict[str, Any]) -> list[Reply | BaseException]:
-        """A batch, and on a failure each clip alone, so one bad clip fails alone."""
+        """A batch, and on a failure each clip alone, so one bad clip fails alone.
+
+        Sampled decoding runs clip by clip, each seeded alike, so an answer
+        does not depend on which clips happened to share its batch."""
+        sampled = _gen_kwargs(params)["do_sample"]
+        if sampled and len(items) > 1 and "sampled" not in self._warned:
+            self._warned.add("sampled")
+            _log.info("temperature > 0: clips are generated one at a time, each seeded alike")
         try:
-            return list(self.generate(items, params))
+            if not sampled:
+                return list(self.generate(items, params))
         except Exception as exc:
             if len(items) == 1:
                 return [exc]
@@ -357,14 +366,21 @@ class TransformersProvider(Provider):
 
     async def _gather(self, fut: asyncio.Future[Reply], params: dict[str, Any]) -> None:
         """Run batches until ``fut`` has its answer; one batch at a time."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:
+            # one lock per event loop: a provider may serve several runs
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        lock = self._lock
         while not fut.done():
-            async with self._lock:
+            async with lock:
                 if fut.done():
                     return
-                deadline = time.monotonic() + BATCH_WAIT_S
-                while len(self._pending) < self.batch_size and time.monotonic() < deadline:
+                seen, last = len(self._pending), time.monotonic()
+                while len(self._pending) < self.batch_size:
+                    if len(self._pending) != seen:
+                        seen, last = len(self._pending), time.monotonic()
+                    elif time.monotonic() - last >= BATCH_WAIT_S:
+                        break
                     await asyncio.sleep(0.005)
                 batch = self._pending[: self.batch_size]
                 del self._pending[: self.batch_size]
