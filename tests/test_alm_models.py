@@ -179,6 +179,17 @@ def test_query_model_flags_override_settings(server, tmp_path):
     assert (body["temperature"], body["max_tokens"], body["top_k"]) == (0.7, 64, 3)
 
 
+def test_registry_name_on_another_provider_is_sent_as_given(server, tmp_path, capfd):
+    # gemini-2.5-pro is also Gemini's own id: --provider openai keeps it, with a warning
+    man, audio, frames = make_clips(tmp_path, 1)
+    srv, url = server(clips=frames)
+    assert _query(url, man, audio, tmp_path / "d", "--model", "gemini-2.5-pro",
+                  "--provider", "openai") == 0  # fmt: skip
+    (body,) = [r.body for r in srv.records]
+    assert body["model"] == "gemini-2.5-pro" and "max_tokens" not in body
+    assert "sent as given, without the registry's settings" in capfd.readouterr().err
+
+
 def test_query_model_api_entry_sends_reference_protocol(server, tmp_path):
     man, audio, frames = make_clips(tmp_path, 1)
     srv, url = server(clips=frames)
@@ -336,6 +347,13 @@ def test_device_and_dtype_resolution():
         resolve_device("tpu")
     with pytest.raises(ParameterError, match="--dtype"):
         resolve_dtype("int3", "cpu")
+
+
+@needs_hf
+def test_transformers_route_refuses_bad_batch_size(tmp_path, capsys):
+    man, audio, _ = make_clips(tmp_path, 1)
+    assert _local(tmp_path / "absent", man, audio, tmp_path / "o", "--batch-size", "0") == 2
+    assert "--batch-size must be >= 1, got 0" in capsys.readouterr().err
 
 
 @needs_hf

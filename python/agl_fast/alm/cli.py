@@ -4,6 +4,7 @@ in :mod:`agl_fast.alm.options`; exit status there too)."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from .options import (
 from .options import ROUTES as PROVIDERS  # query also reaches in-process models
 
 __all__ = ["PROTOCOLS", "PROVIDERS", "add_query_parser", "run_query"]
+
+_log = logging.getLogger("agl_fast.alm")
 
 
 def add_query_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -82,6 +85,13 @@ def _resolve_model(args: argparse.Namespace) -> Any:
     from .models import get_model, is_registered
 
     spec = get_model(args.model) if is_registered(args.model) else None
+    if spec is not None and args.provider not in (None, spec.route, *spec.alternatives):
+        # e.g. --provider gemini --model gemini-2.5-pro: the provider's own id
+        _log.warning(
+            "%s is a registry name (route %s); with --provider %s it is sent as given, "
+            "without the registry's settings", args.model, spec.route, args.provider,
+        )  # fmt: skip
+        spec = None
     if spec is None:
         if args.provider is None:
             raise ParameterError(
