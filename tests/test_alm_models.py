@@ -289,6 +289,7 @@ def test_transformers_route_generates_batches_and_resumes(tiny_models, tmp_path,
     run = json.loads((out / "run.json").read_text())
     assert run["audio"]["sample_rate"] == 16000 and run["params"]["max_tokens"] == 4
     assert run["request_identity"]["in_process"]["dtype"] == "torch.float32"
+    assert run["clips_cut_by_processor"] == 0
     with sqlite3.connect(out / "results.sqlite") as c:
         before = c.execute("SELECT cache_key, latency_s, raw_text FROM results").fetchall()
 
@@ -392,3 +393,14 @@ def test_transformers_route_sampling_is_seeded(tiny_models, tmp_path):
     assert _local(tiny_models["phi4"], man, audio, tmp_path / "greedy", "--batch-size", "2") == 0
     greedy = {k: r["model_output"] for k, r in _rows(tmp_path / "greedy").items()}
     assert answers[0] != greedy  # temperature > 0 samples
+
+
+@needs_hf
+def test_clips_longer_than_the_processor_reads_are_counted(tiny_models, tmp_path, capfd):
+    # the tiny Qwen2.5-Omni feature extractor reads 2 s windows (chunk_length=2)
+    man, audio, _ = make_clips(tmp_path, 2)
+    sf.write(audio / "c1.wav", np.zeros(3 * 16000, np.float32), 16000)
+    out = tmp_path / "o"
+    assert _local(tiny_models["qwen"], man, audio, out) == 0
+    assert "reads the first 2.0 s of a clip (a 3.0 s clip" in capfd.readouterr().err
+    assert json.loads((out / "run.json").read_text())["clips_cut_by_processor"] == 1

@@ -266,5 +266,7 @@ def run_query(args: argparse.Namespace) -> int:
         "summary": vars(summary),
         "output": path.name,
     }
+    if args.provider in IN_PROCESS:
+        run_info["clips_cut_by_processor"] = provider.n_cut
     query.write_run_info(out / "run.json", run_info, secrets=(key,))
     return exit_status(summary, n_errors)

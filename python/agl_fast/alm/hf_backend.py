@@ -116,6 +116,24 @@ def _model_class(config: Any, name: str) -> Any:
     return cls
 
 
+def _read_limit(fe: Any) -> int | None:
+    """Samples the feature extractor reads of a clip at most by default
+    (Whisper's ``n_samples``, or a ``max_length`` it truncates to), or None."""
+    import inspect
+
+    n = getattr(fe, "n_samples", None)
+    if isinstance(n, int) and n > 0:
+        return n
+    try:
+        sig = inspect.signature(fe.__call__).parameters
+    except (TypeError, ValueError):
+        return None
+    ml, tr = sig.get("max_length"), sig.get("truncation")
+    if ml is not None and tr is not None and tr.default is True and isinstance(ml.default, int):
+        return ml.default
+    return None
+
+
 def _gen_kwargs(params: dict[str, Any]) -> dict[str, Any]:
     """``generate`` arguments from the request parameters."""
     mt = params.get("max_tokens")
@@ -199,6 +217,8 @@ class TransformersProvider(Provider):
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
         self._warned: set[str] = set()
+        #: clips longer than the processor reads (it keeps their beginning)
+        self.n_cut = 0
 
     # -- loading -----------------------------------------------------------
     def _load_processor(self) -> Any:
@@ -234,6 +254,7 @@ class TransformersProvider(Provider):
         if tok is not None:
             tok.padding_side = "left"  # decoder-only batches pad on the left
         self.sampling_rate = rate
+        self.read_limit = _read_limit(fe)
         return processor
 
     def open(self) -> None:
@@ -352,6 +373,15 @@ class TransformersProvider(Provider):
             import soxr
 
             y = soxr.resample(y, sr, self.sampling_rate).astype(np.float32)
+        if self.read_limit is not None and len(y) > self.read_limit:
+            self.n_cut += 1
+            if "cut" not in self._warned:
+                self._warned.add("cut")
+                _log.warning(
+                    "the processor of %s reads the first %.1f s of a clip (a %.1f s clip and "
+                    "every longer one are cut; counted in run.json)", self.model_id,
+                    self.read_limit / self.sampling_rate, len(y) / self.sampling_rate,
+                )  # fmt: skip
         return np.ascontiguousarray(y)
 
     def _note_unused(self, params: dict[str, Any]) -> None:
