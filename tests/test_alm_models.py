@@ -353,8 +353,9 @@ def test_device_and_dtype_resolution():
 @needs_hf
 def test_transformers_route_refuses_bad_batch_size(tmp_path, capsys):
     man, audio, _ = make_clips(tmp_path, 1)
-    assert _local(tmp_path / "absent", man, audio, tmp_path / "o", "--batch-size", "0") == 2
-    assert "--batch-size must be >= 1, got 0" in capsys.readouterr().err
+    for bad in ("0", "-3", "100000"):
+        assert _local(tmp_path / "absent", man, audio, tmp_path / "o", "--batch-size", bad) == 2
+        assert f"--batch-size must be between 1 and 256, got {bad}" in capsys.readouterr().err
 
 
 @needs_hf

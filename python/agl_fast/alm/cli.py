@@ -125,14 +125,14 @@ def _in_process(args: argparse.Namespace, spec: Any, extra: dict[str, Any]) -> t
     from .providers import make_provider
     from .runner import AudioOptions
 
-    # the engine keeps a batch's worth of clips in flight, so batches fill
-    args.concurrency = max(args.concurrency, args.batch_size)
     provider = make_provider(
         args.provider, None, model_id=args.model, device=args.device, dtype=args.dtype,
         batch_size=args.batch_size, revision=args.revision, extra=extra,
         system_prompt=spec.system_prompt if spec else None, needs=spec.needs if spec else None,
     )  # fmt: skip
     assert isinstance(provider, TransformersProvider)
+    # the engine keeps a batch's worth of clips in flight, so batches fill
+    args.concurrency = max(args.concurrency, provider.batch_size)
     audio = AudioOptions(format="wav", sample_rate=provider.sampling_rate,
                          max_seconds=args.max_seconds, max_bytes=None)  # fmt: skip
     return provider, audio

@@ -39,6 +39,7 @@ from .providers import Provider, ProviderError, Reply
 
 __all__ = [
     "DEFAULT_MAX_NEW_TOKENS",
+    "MAX_BATCH",
     "RemoteCodeRequired",
     "TransformersProvider",
     "resolve_device",
@@ -49,6 +50,8 @@ _log = logging.getLogger("agl_fast.alm.hf_backend")
 
 #: ``max_new_tokens`` when neither the model's settings nor ``--max-tokens`` give one.
 DEFAULT_MAX_NEW_TOKENS = 1024
+#: Largest ``--batch-size``: a batch's decoded clips are held in memory at once.
+MAX_BATCH = 256
 #: A batch closes when it is full or no clip has joined it for this long (s).
 BATCH_WAIT_S = 0.25
 #: Parameters the in-process route turns into ``generate`` arguments.
@@ -203,8 +206,10 @@ class TransformersProvider(Provider):
             )
         import transformers  # noqa: F401  (a missing one: the cli's pip line for the hf extra)
 
-        if not (isinstance(batch_size, int) and batch_size >= 1):
-            raise ParameterError(f"--batch-size must be >= 1, got {batch_size!r}")
+        if not (isinstance(batch_size, int) and 1 <= batch_size <= MAX_BATCH):
+            raise ParameterError(
+                f"--batch-size must be between 1 and {MAX_BATCH}, got {batch_size!r}"
+            )
         self.model_id = model_id
         self.batch_size = batch_size
         self.system_prompt = system_prompt
