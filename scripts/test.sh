@@ -48,9 +48,12 @@ PY="$VENV/bin/python"
 "$PY" -m pip install -q --upgrade pip
 "$PY" -m pip install -q -r requirements/test.txt
 if [ "${AGL_FAST_SKIP_TORCH:-0}" != "1" ]; then
-  # The torch extra (CUDA build from the registry, several GB): installed
-  # once into the cached environment, then only checked.
-  "$PY" -c "import torch, torchaudio" 2>/dev/null || "$PY" -m pip install -q -r requirements/torch.txt
+  # The torch and hf extras (CUDA build from the registry, several GB):
+  # installed once into the cached environment, then only checked; every
+  # package of requirements/torch.txt is in the check, so a cached
+  # environment made before one was added gets it.
+  "$PY" -c "import torch, torchaudio, torchvision, transformers, peft" 2>/dev/null \
+    || "$PY" -m pip install -q -r requirements/torch.txt
 fi
 
 step "rust: fmt, clippy, unit tests"

@@ -65,6 +65,8 @@ MISSING_INPUT: dict[tuple[str, ...], list[str]] = {
     ("spatial", "ask"): ["--data", "nope", "--provider", "vllm", "--model", "m", "--out", "o"],
     ("query",): ["--provider", "vllm", "--model", "m", "--manifest", "nope.csv", "--out", "o"],
     ("judge",): ["nope.jsonl", "--judge", "vllm:m", "--out", "o"],
+    ("models", "list"): ["--route", "nope"],
+    ("models", "show"): ["nope"],
     ("localizability", "fit"): [
         "--manifest",
         "nope",

@@ -69,6 +69,11 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "query an audio-language model over a manifest (resumable)",
         "alm",
     ),
+    "models": (
+        "agl_fast.commands.models",
+        "the paper's models: route, model id and generation settings",
+        None,
+    ),
     "judge": (
         "agl_fast.localizability.judge_cli",
         "score category contributions of reasoning texts with judge models",
@@ -122,8 +127,11 @@ EXTRA_OF_PACKAGE: dict[str, tuple[str, ...]] = {
     "silero_vad": ("tagging",),
     "pyroomacoustics": ("spatial",),
     "h5py": ("spatial",),
-    "torch": ("torch",),
+    "torch": ("torch", "hf"),
     "torchaudio": ("torch",),
+    "torchvision": ("hf",),
+    "transformers": ("hf",),
+    "peft": ("hf",),
     "onnx": ("torch",),
 }
 

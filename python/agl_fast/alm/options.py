@@ -21,8 +21,10 @@ __all__ = [
     "EXIT_AUTH",
     "EXIT_BUDGET",
     "EXIT_FAILED",
+    "IN_PROCESS",
     "PROTOCOLS",
     "PROVIDERS",
+    "ROUTES",
     "SAMPLING",
     "add_request_options",
     "exit_status",
@@ -32,6 +34,10 @@ __all__ = [
 ]
 
 PROVIDERS = ("openai", "openrouter", "gemini", "dashscope", "vllm")
+#: In-process routes, ``query`` only (:mod:`agl_fast.alm.hf_backend`).
+IN_PROCESS = ("transformers",)
+#: Every route a model can have (``query --provider``, the model registry).
+ROUTES = PROVIDERS + IN_PROCESS
 PROTOCOLS = ("prepared", "agl1k")
 #: The sampling parameters (the rest of ``--param`` goes to the request as is).
 SAMPLING = ("temperature", "top_p", "max_tokens", "seed")

@@ -103,6 +103,17 @@ CAPABILITIES: dict[str, Capabilities] = {
         file_api_bytes=2048 * MB,
         audio_tokens_per_second=32.0,
     ),
+    # in-process (:mod:`.hf_backend`): nothing is sent, so nothing is cut to fit
+    "transformers": Capabilities(
+        "transformers",
+        "in-process",
+        ("wav",),
+        None,
+        1 << 40,
+        False,
+        False,
+        audio_tokens_per_second=25.0,
+    ),
 }
 PROVIDERS = tuple(CAPABILITIES)
 
@@ -360,5 +371,10 @@ def make_provider(name: str, key: str | None, **kw: Any) -> Provider:
     """The provider object for ``name`` (see :data:`CAPABILITIES`)."""
     if name not in CAPABILITIES:
         raise ParameterError(f"unknown provider {name!r}; allowed: {', '.join(PROVIDERS)}")
-    cls = Gemini if CAPABILITIES[name].protocol == "gemini" else OpenAICompatible
+    protocol = CAPABILITIES[name].protocol
+    if protocol == "transformers":
+        from .hf_backend import TransformersProvider
+
+        return TransformersProvider(name, key, **kw)
+    cls = Gemini if protocol == "gemini" else OpenAICompatible
     return cls(name, key, **kw)
