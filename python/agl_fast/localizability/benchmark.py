@@ -1,4 +1,5 @@
-"""``agl-fast benchmark build CONFIG.toml``: the AGL1K method as one command.
+"""``agl-fast benchmark build CONFIG.toml``: the AGL1K method as one command
+(``agl-fast benchmark demo`` runs its selection steps offline: :mod:`.demo`).
 
 Steps, each the package's own command (called in-process), outputs under ``out``::
 
@@ -76,6 +77,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     b.add_argument("config", help="TOML file")
     b.set_defaults(run=run)
+    from .demo import add_demo_parser
+
+    add_demo_parser(sub)
 
     def usage(args: argparse.Namespace) -> int:
         p.print_usage(sys.stderr)
