@@ -101,3 +101,43 @@ def test_serve_refuses_a_short_token(demo, capsys):
     code = main(["serve", "--truth", str(truth), "--audio-dir", str(audio),
                  "--screening-token", "short"])  # fmt: skip
     assert code == 2 and "at least 16" in capsys.readouterr().err
+
+
+def test_a_curated_pool_is_screened_by_its_paths(tmp_path):
+    """A scored pool has ``path`` (below the audio folder, at any depth), no ``mp3name``;
+    a path outside the folder is never served."""
+    import shutil
+
+    import pyarrow as pa
+
+    from agl_fast import manifest as mf
+
+    _, audio, _ = write_demo(tmp_path / "demo")
+    root = tmp_path / "corpus"
+    (root / "a" / "b").mkdir(parents=True)
+    wavs = sorted(audio.glob("*.wav"))[:2]
+    for w in wavs:
+        shutil.copy(w, root / "a" / "b" / w.name)
+    outside = tmp_path / "outside.wav"
+    shutil.copy(wavs[0], outside)
+    keys = ["deep1", "deep2", "escape", "absolute"]
+    paths = [f"a/b/{wavs[0].name}", str(root / "a" / "b" / wavs[1].name), "../outside.wav",
+             str(outside)]  # fmt: skip
+    pool = tmp_path / "scored.parquet"
+    mf.write_manifest(
+        pa.table({"key": keys, "path": paths, "latitude": [1.0, 2.0, 3.0, 4.0],
+                  "longitude": [5.0, 6.0, 7.0, 8.0], "l_k": [2.0, 2.0, 2.0, 2.0]}),
+        pool,
+    )  # fmt: skip
+    cat = load_catalogue(pool, root)
+    assert sorted(cat.clips) == ["deep1", "deep2"]
+    app = create_app(
+        GameConfig(
+            catalogue=cat, db_url=f"sqlite:///{tmp_path / 'g.sqlite'}", screening_token=TOKEN
+        )
+    )
+    with TestClient(app) as c:
+        got = c.get("/api/screening", headers={TOKEN_HEADER: TOKEN}).json()
+        assert [x["key"] for x in got["clips"]] == ["deep1", "deep2"]
+        r = c.get(got["clips"][0]["audio"])
+        assert r.status_code == 200 and r.content == wavs[0].read_bytes()

@@ -1,8 +1,9 @@
 """The clip catalogue of the game: ground truth, audio files and model answers.
 
 A clip is playable when its truth row has coordinates and its audio file
-(``mp3name`` under the audio directory) exists. Audio is always looked up
-by clip key in this catalogue, never from a path a client sends.
+(``mp3name`` in the audio directory, or a curated table's ``path`` below it)
+exists. Audio is always looked up by clip key in this catalogue, never from
+a path a client sends.
 """
 
 from __future__ import annotations
@@ -102,13 +103,16 @@ def coordinate_or_none(value: Any, axis: str) -> float | None:
 def _clip(row: dict[str, Any], root: Path) -> Clip | None:
     """The playable clip of a truth row, or None (no coordinates, no audio file)."""
     key, name = _text(row.get("key")), _text(row.get("mp3name"))
+    # a curated pool has no mp3name: its ``path`` (below the audio directory)
+    rel = _text(row.get("path")) if name is None else None
     lat = coordinate_or_none(row.get("latitude"), "latitude")
     lon = coordinate_or_none(row.get("longitude"), "longitude")
-    if key is None or name is None or lat is None or lon is None:
+    if key is None or (name or rel) is None or lat is None or lon is None:
         return None
-    path = (root / name).resolve()
-    # A manifest name never leaves the audio directory.
-    if path.parent != root or not path.is_file():
+    path = (root / str(name or rel)).resolve()
+    # A manifest name never leaves the audio directory (a path may lie deeper in it).
+    inside = path.parent == root if name is not None else path.is_relative_to(root)
+    if not inside or not path.is_file():
         return None
     secs = row.get("mp3seconds")
     return Clip(

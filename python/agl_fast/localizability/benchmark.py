@@ -35,7 +35,8 @@ relative to the config file)::
     model = "..."                 # base_url optional
     judge_args = [...]            # (top level) options shared by the judges
     [localizability]              # alpha, gamma_km, theta, min_samples (paper's defaults)
-    [select]                      # balance = "equal", n = 1444, speech_column = ...
+    [select]                      # balance = "equal" | speech_share = 0.71 | counts = [1025, 419],
+                                  # n, speech_column, screening = "sqlite:///game.sqlite"
     [[models]]                    # the benchmarked models (query options as above)
     [evaluate]                    # n_boot, aliases, mode
 """
@@ -277,9 +278,11 @@ def _select(
     bench = out / "benchmark.csv"
     argv = ["localizability", "select", "--manifest", str(scored), "--weights", str(weights),
             "--out", str(bench)]  # fmt: skip
-    for k in ("theta", "balance", "n", "speech_column"):
+    for k in ("theta", "balance", "n", "speech_column", "speech_share", "counts", "screening"):
         if k in sel:
-            argv += [f"--{k.replace('_', '-')}", str(sel[k])]
+            v = sel[k]
+            v = ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
+            argv += [f"--{k.replace('_', '-')}", v]
     _step("select", argv)
     return bench
 
