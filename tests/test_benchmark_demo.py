@@ -61,7 +61,9 @@ def _expected_selection(theta, share):
 def test_demo_runs_fit_score_select_offline(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["benchmark", "demo", "--out", str(out)]) == 0, capsys.readouterr().err
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
+    assert json.loads(captured.out)["out"] == str(out)  # stdout is the summary alone
     assert (
         "== reference" in err and "== select" in err and "loopback models: http://127.0.0.1:" in err
     )

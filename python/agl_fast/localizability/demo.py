@@ -236,7 +236,9 @@ def run_demo(args: argparse.Namespace) -> int:
             for s in servers:
                 stack.enter_context(s)
             print(f"loopback models: {', '.join(s.base_url for s in servers)}", file=sys.stderr)
-            bench = _steps(out, pool, audio, servers, args)
+            # the steps' own reports go to stderr: stdout is the summary alone
+            with contextlib.redirect_stdout(sys.stderr):
+                bench = _steps(out, pool, audio, servers, args)
         summary = _summary(out, bench)
     except (AglError, OSError) as exc:
         print(f"agl-fast benchmark demo: {exc}", file=sys.stderr)
