@@ -80,6 +80,7 @@ MISSING_INPUT: dict[tuple[str, ...], list[str]] = {
     ("localizability", "score"): ["--weights", "nope", "--manifest", "nope", "--out", "o"],
     ("localizability", "select"): ["--manifest", "nope", "--out", "o"],
     ("benchmark", "build"): ["nope.toml"],
+    ("benchmark", "demo"): ["--pool", "nope.csv", "--out", "o"],
     ("analyze", "causes"): ["nope.csv", "--truth", "nope.csv", "--out", "o"],
     ("analyze", "cues"): ["nope.csv", "--out", "o"],
     ("serve",): ["--truth", "nope.csv", "--audio-dir", "nope"],

@@ -166,6 +166,8 @@ class Gazetteer:
         lon = np.radians([c["longitude"] for c in cities])
         self._xyz = np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], 1)
         self._cc = np.array([c["countrycode"] for c in cities], dtype=object)
+        self._city_name = np.array([c["name"] for c in cities], dtype=object)
+        self._country_name = {iso: c["name"] for iso, c in countries.items()}
         self._tree: Any = None
 
     @staticmethod
@@ -219,8 +221,8 @@ class Gazetteer:
         ia, ib = self._city_ids.get(fa), self._city_ids.get(fb)
         return bool(ia and ib and ia & ib)
 
-    def reverse_country(self, lat: npt.ArrayLike, lon: npt.ArrayLike) -> list[str | None]:
-        """ISO country of the nearest GeoNames city to each point (None for NaN)."""
+    def _nearest(self, lat: npt.ArrayLike, lon: npt.ArrayLike) -> list[int | None]:
+        """Index of the nearest GeoNames city to each point (None for NaN)."""
         from scipy.spatial import cKDTree
 
         if self._tree is None:
@@ -229,9 +231,30 @@ class Gazetteer:
         lo = np.radians(np.asarray(lon, dtype=np.float64))
         ok = np.isfinite(la) & np.isfinite(lo)
         xyz = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], 1)
-        out: list[str | None] = [None] * len(la)
+        out: list[int | None] = [None] * len(la)
         if ok.any():
             _, idx = self._tree.query(xyz[ok])
             for i, j in zip(np.flatnonzero(ok), idx, strict=False):
-                out[int(i)] = str(self._cc[j])
+                out[int(i)] = int(j)
+        return out
+
+    def reverse_country(self, lat: npt.ArrayLike, lon: npt.ArrayLike) -> list[str | None]:
+        """ISO country of the nearest GeoNames city to each point (None for NaN)."""
+        return [None if j is None else str(self._cc[j]) for j in self._nearest(lat, lon)]
+
+    def reverse_place(
+        self, lat: npt.ArrayLike, lon: npt.ArrayLike
+    ) -> list[tuple[str, str, str] | None]:
+        """``(city, country, continent)`` names of the nearest GeoNames city to
+        each point (degrees; None for NaN): the city's name, its country's
+        English GeoNames name and the continent's name of :data:`CONTINENTS`,
+        spelled so that both scoring modes read them back."""
+        out: list[tuple[str, str, str] | None] = []
+        for j in self._nearest(lat, lon):
+            if j is None:
+                out.append(None)
+                continue
+            iso = str(self._cc[j])
+            cont = CONTINENTS.get(self._continent.get(iso, ""), "")
+            out.append((str(self._city_name[j]), self._country_name.get(iso, iso), cont))
         return out

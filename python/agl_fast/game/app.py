@@ -10,6 +10,7 @@ Routes
 ``POST /api/guesses``                       ``{round_id, key, lat, lon}`` -> the reveal
 ``GET /api/rounds/{round_id}/reveal/{key}`` the reveal, only after the player's guess
 ``GET /api/leaderboard[?round_id=]``        players and models on the same clips
+``GET /screen``, ``/api/screening``           screening the pool (:mod:`.screening`; off by default)
 
 A player is an anonymous random id in an HTTP-only cookie. Requests are
 rate limited per client address, and rounds and guesses per player and per
@@ -36,6 +37,7 @@ from .db import make_engine, migrate
 from .guard import Guard
 from .limits import Limit
 from .routes import COOKIE, CSP, STATIC, guess_routes, page_routes, round_routes
+from .screening import screening_routes
 from .state import REFUSAL_KM, Game, GameConfig
 
 __all__ = ["COOKIE", "CSP", "REFUSAL_KM", "STATIC", "Game", "GameConfig", "create_app"]
@@ -76,7 +78,7 @@ def create_app(config: GameConfig) -> ASGIApp:
         engine.dispose()
 
     app = Starlette(
-        routes=[*page_routes(), *round_routes(), *guess_routes()],
+        routes=[*page_routes(), *round_routes(), *guess_routes(), *screening_routes()],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )

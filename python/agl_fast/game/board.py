@@ -138,11 +138,17 @@ def export_guesses(engine: Engine, path: str | Path) -> int:
     guess for that clip, with ``n_guesses`` (the number of players) beside
     it. Guesses stored as ``after_reveal`` are left out (and counted in the
     log); a clip with no blind guess has no row.
-    Coordinates only: people click a point, so the city, country and
-    continent columns are empty.
+    People click a point: the city, country and continent columns are that
+    point's reverse geocoding by the gazetteer ``evaluate`` scores with
+    (:meth:`agl_fast.evaluate.gazetteer.Gazetteer.reverse_place`: the nearest
+    GeoNames city of 15,000+ inhabitants, its country's and continent's
+    English names), so the Human row scores country and continent in both
+    modes like a model that names them.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from ..evaluate.gazetteer import Gazetteer
 
     with engine.connect() as conn:
         rows = conn.execute(
@@ -173,12 +179,15 @@ def export_guesses(engine: Engine, path: str | Path) -> int:
         cols["n_guesses"].append(len(pts))
         cols["model_output"].append(f"crowd mean of {len(pts)} human guesses")
     n = len(cols["question_id"])
+    places = Gazetteer.default().reverse_place(
+        cols["predicted_latitude"], cols["predicted_longitude"]
+    )
     table = pa.table(
         {
             "question_id": pa.array(cols["question_id"], pa.string()),
-            "predicted_city": pa.nulls(n, pa.string()),
-            "predicted_country": pa.nulls(n, pa.string()),
-            "predicted_continent": pa.nulls(n, pa.string()),
+            "predicted_city": pa.array([p and p[0] for p in places], pa.string()),
+            "predicted_country": pa.array([p and p[1] for p in places], pa.string()),
+            "predicted_continent": pa.array([p and p[2] for p in places], pa.string()),
             "predicted_latitude": pa.array(cols["predicted_latitude"], pa.float64()),
             "predicted_longitude": pa.array(cols["predicted_longitude"], pa.float64()),
             "model_output": pa.array(cols["model_output"], pa.string()),

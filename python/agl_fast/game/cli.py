@@ -5,6 +5,7 @@
         [--predictions DIR] [--db URL] [--host 127.0.0.1] [--port 8000]
         [--trusted-proxy ADDRESS_OR_NETWORK ...]
     agl-fast serve --db URL --export Human.parquet
+    agl-fast serve --truth POOL.csv --audio-dir DIR --screening   # curator's page
 """
 
 from __future__ import annotations
@@ -18,13 +19,17 @@ from ..manifest import STRICT_AUDIO_HELP
 from .limits import (
     GUESSES_PER_ADDRESS,
     GUESSES_PER_PLAYER,
+    MIN_SCREENING_TOKEN,
     REQUESTS_PER_ADDRESS,
     ROUND_SIZE,
     ROUNDS_PER_ADDRESS,
     ROUNDS_PER_PLAYER,
+    SCREENING_TOKEN_HEX,
 )
 
 DEFAULT_DB = "sqlite:///agl-fast-game.sqlite"
+#: Environment variable that may hold the screening token.
+SCREENING_TOKEN_ENV = "AGL_FAST_SCREENING_TOKEN"
 #: Address and TCP port the server listens on by default.
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -84,6 +89,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--export", metavar="PARQUET", help="write all guesses as a Human prediction file and exit"
     )
+    p.add_argument(
+        "--screening",
+        action="store_true",
+        help="also serve the curator's screening page (/screen) under a random token, "
+        f"or the one in ${SCREENING_TOKEN_ENV}",
+    )
+    p.add_argument(
+        "--screening-token",
+        default=None,
+        metavar="TOKEN",
+        help=f"the screening token (at least {MIN_SCREENING_TOKEN} characters; implies "
+        f"--screening; ${SCREENING_TOKEN_ENV} keeps it out of the process list)",
+    )
     p.set_defaults(run=run)
     return p
 
@@ -136,6 +154,24 @@ def _catalogue(args: argparse.Namespace, tmp: list[tempfile.TemporaryDirectory[s
         return f"error: {e}"
 
 
+def _screening_token(args: argparse.Namespace) -> str | None:
+    """The screening token of the flags (None: screening off); raises ParameterError."""
+    import os
+    import secrets
+
+    from ..exceptions import ParameterError
+
+    from_env = os.environ.get(SCREENING_TOKEN_ENV) if args.screening else None
+    token = args.screening_token or from_env or None
+    if token is None:
+        return secrets.token_hex(SCREENING_TOKEN_HEX // 2) if args.screening else None
+    if len(token) < MIN_SCREENING_TOKEN or not token.isascii() or not token.isprintable():
+        raise ParameterError(
+            f"a screening token is at least {MIN_SCREENING_TOKEN} printable ASCII characters"
+        )
+    return token
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve the game (or export the guesses) until interrupted."""
     if args.export:
@@ -148,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         limits = _limits(args)
+        token = _screening_token(args)
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -164,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         burst=args.burst,
         secure_cookie=args.secure_cookie,
         trusted_proxies=tuple(args.trusted_proxy),
+        screening_token=token,
         **limits,
     )
     app = create_app(config)
@@ -172,6 +210,9 @@ def run(args: argparse.Namespace) -> int:
         f"open http://{args.host}:{args.port}/",
         flush=True,
     )
+    if token is not None:
+        # the token rides in the fragment, which browsers never send to a server
+        print(f"screening: http://{args.host}:{args.port}/screen#token={token}", flush=True)
     try:
         # The app reads X-Forwarded-For itself, from --trusted-proxy peers only;
         # uvicorn's own handling would believe any client on 127.0.0.1.

@@ -3,8 +3,9 @@
 A clip is playable when its truth row has coordinates and its audio file
 exists in the audio directory, found by
 :func:`agl_fast.manifest.resolve_audio` (``{key}.mp3`` first, the layout of
-``agl-fast agl1k fetch``, then ``mp3name``). Audio is always looked up
-by clip key in this catalogue, never from a path a client sends.
+``agl-fast agl1k fetch``, then ``mp3name``, or a curated table's ``path``
+below the directory). Audio is always looked up by clip key in this
+catalogue, never from a path a client sends.
 """
 
 from __future__ import annotations
@@ -102,6 +103,15 @@ def coordinate_or_none(value: Any, axis: str) -> float | None:
         return None
 
 
+def _audio_cell(row: dict[str, Any]) -> str | None:
+    """The row's audio cell: ``mp3name``, else a curated table's ``path``."""
+    for column in ("mp3name", "path"):
+        value = row.get(column)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
 def _clip(row: dict[str, Any], root: Path, found: Path | None) -> Clip | None:
     """The playable clip of a truth row whose audio resolved to ``found``,
     or None (no coordinates, no audio file)."""
@@ -111,8 +121,13 @@ def _clip(row: dict[str, Any], root: Path, found: Path | None) -> Clip | None:
     if key is None or found is None or lat is None or lon is None:
         return None
     path = found.resolve()
-    # A manifest name never leaves the audio directory.
-    if path.parent != root or not path.is_file():
+    # A manifest name never leaves the audio directory; a curated table's
+    # path may lie deeper in it, never outside.
+    if _text(row.get("mp3name")) is not None:
+        inside = path.parent == root
+    else:
+        inside = path.is_relative_to(root)
+    if not inside or not path.is_file():
         return None
     secs = row.get("mp3seconds")
     return Clip(
@@ -210,7 +225,7 @@ def load_catalogue(
     df = read_truth(truth)
     clips: dict[str, Clip] = {}
     rows = df.to_dict("records")
-    names = [r.get("mp3name") if isinstance(r.get("mp3name"), str) else None for r in rows]
+    names = [_audio_cell(r) for r in rows]
     found = resolve_audio([str(r["key"]) for r in rows], names, root, strict=strict)
     for row, path in zip(rows, found, strict=True):
         clip = _clip(row, root, path)

@@ -88,6 +88,17 @@ reveals = Table(
     UniqueConstraint("clip_key", "player_id", "address", name="uq_reveal_once"),
 )
 
+# v4: a curator's decision on each clip of the pool (the latest one counts)
+screening = Table(
+    "screening",
+    metadata,
+    Column("clip_key", String(200), primary_key=True),
+    Column("decision", String(8), nullable=False),  # "accept" or "reject"
+    Column("note", Text, nullable=False, server_default=""),
+    Column("curator", String(64), nullable=False, server_default=""),
+    Column("decided_at", DateTime(timezone=True), nullable=False),
+)
+
 settings = Table(
     "agl_settings",
     metadata,
@@ -137,10 +148,15 @@ def _v3_reveals(conn: Connection) -> None:
     conn.execute(settings.insert().values(name="address_salt", value=secrets.token_hex(16)))
 
 
+def _v4_screening(conn: Connection) -> None:
+    screening.create(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "players, rounds, guesses", _v1_tables),
     (2, "index of guesses by clip", _v2_clip_index),
     (3, "reveals, guesses.after_reveal, address salt", _v3_reveals),
+    (4, "screening decisions", _v4_screening),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -83,6 +83,14 @@ ROUNDS_PER_ADDRESS = Limit(per_minute=60.0, burst=60)
 GUESSES_PER_PLAYER = Limit(per_minute=30.0, burst=20)
 #: Guesses per address.
 GUESSES_PER_ADDRESS = Limit(per_minute=300.0, burst=200)
+#: Screening decisions per address (a curator listens before deciding).
+SCREENING_PER_ADDRESS = Limit(per_minute=120.0, burst=60)
+#: Longest screening note kept, in characters (a longer one is refused).
+MAX_NOTE_CHARS = 1000
+#: Length of the random screening token ``serve --screening`` makes, in hex digits.
+SCREENING_TOKEN_HEX = 32
+#: Shortest screening token accepted from ``--screening-token``.
+MIN_SCREENING_TOKEN = 16
 
 
 class TokenBuckets:

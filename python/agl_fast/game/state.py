@@ -28,6 +28,7 @@ from .limits import (
     ROUND_SIZE,
     ROUNDS_PER_ADDRESS,
     ROUNDS_PER_PLAYER,
+    SCREENING_PER_ADDRESS,
     Limit,
     TokenBuckets,
 )
@@ -46,6 +47,8 @@ class GameConfig:
     ``*_limit_*`` fields limit new rounds and guesses per player and per
     address. ``trusted_proxies`` (addresses or networks) are the only peers
     whose ``X-Forwarded-For`` is believed; empty, the peer is the client.
+    ``screening_token``: the secret of the screening page and its API
+    (``None``: screening is off and its routes answer 404).
     """
 
     catalogue: Catalogue
@@ -60,6 +63,8 @@ class GameConfig:
     round_limit_address: Limit = ROUNDS_PER_ADDRESS
     guess_limit_player: Limit = GUESSES_PER_PLAYER
     guess_limit_address: Limit = GUESSES_PER_ADDRESS
+    screening_token: str | None = None
+    screening_limit_address: Limit = SCREENING_PER_ADDRESS
 
 
 def distance_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -110,6 +115,7 @@ class Game:
             ("rounds", "address"): TokenBuckets(config.round_limit_address),
             ("guesses", "player"): TokenBuckets(config.guess_limit_player),
             ("guesses", "address"): TokenBuckets(config.guess_limit_address),
+            ("screening decisions", "address"): TokenBuckets(config.screening_limit_address),
         }
         self._known_reveals: set[tuple[str, str, str]] = set()
         self._known_lock = threading.Lock()

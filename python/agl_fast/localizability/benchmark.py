@@ -1,4 +1,5 @@
-"""``agl-fast benchmark build CONFIG.toml``: the AGL1K method as one command.
+"""``agl-fast benchmark build CONFIG.toml``: the AGL1K method as one command
+(``agl-fast benchmark demo`` runs its selection steps offline: :mod:`.demo`).
 
 Steps, each the package's own command (called in-process), outputs under ``out``::
 
@@ -34,7 +35,8 @@ relative to the config file)::
     model = "..."                 # base_url optional
     judge_args = [...]            # (top level) options shared by the judges
     [localizability]              # alpha, gamma_km, theta, min_samples (paper's defaults)
-    [select]                      # balance = "equal", n = 1444, speech_column = ...
+    [select]                      # balance = "equal" | speech_share = 0.71 | counts = [1025, 419],
+                                  # n, speech_column, screening = "sqlite:///game.sqlite"
     [[models]]                    # the benchmarked models (query options as above)
     [evaluate]                    # n_boot, aliases, mode
 """
@@ -76,6 +78,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     b.add_argument("config", help="TOML file")
     b.set_defaults(run=run)
+    from .demo import add_demo_parser
+
+    add_demo_parser(sub)
 
     def usage(args: argparse.Namespace) -> int:
         p.print_usage(sys.stderr)
@@ -273,9 +278,11 @@ def _select(
     bench = out / "benchmark.csv"
     argv = ["localizability", "select", "--manifest", str(scored), "--weights", str(weights),
             "--out", str(bench)]  # fmt: skip
-    for k in ("theta", "balance", "n", "speech_column"):
+    for k in ("theta", "balance", "n", "speech_column", "speech_share", "counts", "screening"):
         if k in sel:
-            argv += [f"--{k.replace('_', '-')}", str(sel[k])]
+            v = sel[k]
+            v = ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
+            argv += [f"--{k.replace('_', '-')}", v]
     _step("select", argv)
     return bench
 

@@ -5,9 +5,11 @@ fit     tag fractions (a curated, tagged manifest) + a reference model's
         paper's views: top categories (Fig. 3), judge agreement (B.2),
         localizability by continent (Fig. 11)
 score   adds ``l_k`` and ``localizable`` to a tagged manifest
-select  keeps ``l_k > theta``, balances speech and non-speech and writes a
-        benchmark manifest in the AGL1K schema (read by ``query`` and
-        ``evaluate`` as it is)
+select  keeps ``l_k > theta`` (and the clips screening did not reject),
+        picks to a speech / non-speech mix (equal, ``--speech-share`` or
+        ``--counts``; a side the pool cannot fill is reported with what to
+        change) and writes a benchmark manifest in the AGL1K schema (read
+        by ``query`` and ``evaluate`` as it is)
 
 Typed errors print one line on stderr and exit with status 2.
 """
@@ -23,6 +25,7 @@ from typing import Any
 
 from ..exceptions import AglError
 from .fit import ALPHA, GAMMA_KM, MIN_SAMPLES, THETA
+from .mix import BALANCE
 
 __all__ = ["add_parser", "run"]
 
@@ -65,8 +68,33 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--manifest", required=True, help="scored table (score output)")
     c.add_argument("--weights", default=None, help="weights.json (its theta is the default)")
     c.add_argument("--theta", type=float, default=None, help=f"threshold (default: {THETA})")
-    c.add_argument("--balance", choices=("equal", "none"), default="equal")
+    mix = c.add_mutually_exclusive_group()
+    mix.add_argument(
+        "--balance", choices=BALANCE, default="equal", help="equal split, or no mix at all"
+    )
+    mix.add_argument(
+        "--speech-share",
+        type=float,
+        default=None,
+        metavar="P",
+        help="target share of speech clips in [0, 1] (the paper: 0.71)",
+    )
+    mix.add_argument(
+        "--counts",
+        default=None,
+        metavar="SPEECH,NONSPEECH",
+        help="target numbers of clips (the paper: 1025,419)",
+    )
     c.add_argument("--n", type=int, default=None, help="benchmark size (default: all)")
+    c.add_argument(
+        "--screening",
+        default=None,
+        metavar="DB_URL",
+        help="the game database holding screening decisions: rejected clips are left out",
+    )
+    c.add_argument(
+        "--accepted-only", action="store_true", help="with --screening: only accepted clips"
+    )
     c.add_argument("--speech-column", default=None, help="speech split column (default: found)")
     c.add_argument("--audio-dir", default=None, help="write mp3name relative to this folder")
     c.add_argument("--out", required=True, help="benchmark manifest (.csv or .parquet)")
@@ -221,26 +249,53 @@ def _load_weights(path: str) -> Any:
         ) from None
 
 
+def _screened(args: argparse.Namespace) -> tuple[set[str], set[str] | None]:
+    """Keys rejected in screening, and the accepted ones when only they may be chosen."""
+    if args.screening is None:
+        if args.accepted_only:
+            raise AglError("--accepted-only needs --screening DB_URL")
+        return set(), None
+    from ..game.screening import read_decisions
+
+    decisions = read_decisions(args.screening)
+    rejected = {k for k, d in decisions.items() if d.decision == "reject"}
+    accepted = {k for k, d in decisions.items() if d.decision == "accept"}
+    log.info("screening: %d accepted, %d rejected clips", len(accepted), len(rejected))
+    return rejected, (accepted if args.accepted_only else None)
+
+
 @_guard
 def run_select(args: argparse.Namespace) -> int:
-    """Select and write the benchmark manifest."""
+    """Select and write the benchmark manifest; the report goes to stderr."""
     from .. import manifest
+    from .mix import parse_counts
     from .tables import benchmark_table, select_benchmark
 
     theta = args.theta
     if theta is None:
         theta = _load_weights(args.weights).theta if args.weights else THETA
+    counts = parse_counts(args.counts) if args.counts is not None else None
+    rejected, only = _screened(args)
     table = manifest.read_manifest(args.manifest)
-    chosen, counts = select_benchmark(
-        table, theta=theta, balance=args.balance, n=args.n, speech=args.speech_column
-    )
+    chosen, report = select_benchmark(
+        table, theta=theta, balance=args.balance, n=args.n, speech=args.speech_column,
+        speech_share=args.speech_share, counts=counts, exclude=rejected, only=only,
+    )  # fmt: skip
+    advice = report.pop("advice", [])
     if chosen.num_rows == 0:
         raise AglError(
-            f"no clip selected (theta={theta}, balance={args.balance}): "
-            f"{counts['speech']} speech and {counts['nonspeech']} non-speech localizable clips"
+            f"no clip selected (theta={theta}): {report['speech']} speech and "
+            f"{report['nonspeech']} non-speech localizable clips"
+            + (f"; {'; '.join(advice)}" if advice else "")
         )
     manifest.write_manifest(benchmark_table(chosen, args.audio_dir), args.out)
-    print(json.dumps({"theta": theta, "balance": args.balance, **counts}), file=sys.stderr)
+    if "target" not in report:
+        report["balance"] = args.balance
+    print(json.dumps({"theta": theta, **report}), file=sys.stderr)
+    if advice:
+        print("the target mix is not met:", file=sys.stderr)
+        for line in advice:
+            print(f"  {line}", file=sys.stderr)
     return 0
 
 

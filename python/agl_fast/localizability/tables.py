@@ -5,21 +5,26 @@
   the *Human sounds* fraction that splits speech clips;
 * :func:`clip_categories` — the categories each clip was tagged with (the
   judges' input, from the tagging output);
-* :func:`select_benchmark` — keep ``l_k > theta``, balance speech and
-  non-speech, and lay the rows out in the AGL1K schema.
+* :func:`fraction_matrix` — ``t[k, i]`` from the per-class column, or from
+  the AudioSet group fractions (the released AGL1K CSV) when there is none;
+* :func:`select_benchmark` — keep ``l_k > theta`` and the clips screening did
+  not reject, pick to a speech / non-speech mix (:mod:`.mix`), and lay the
+  rows out in the AGL1K schema.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
 
 from .. import manifest
 from ..exceptions import ParameterError
+from .mix import BALANCE, MixRequest, advice, targets
 
 __all__ = [
     "BALANCE",
@@ -27,12 +32,13 @@ __all__ = [
     "classes_column",
     "clip_categories",
     "group_column",
+    "group_fractions",
     "select_benchmark",
     "speech_column",
 ]
 
 Balance = Literal["equal", "none"]
-BALANCE = ("equal", "none")
+log = logging.getLogger("agl_fast.localizability")
 #: The tagger's name for the group that the AGL1K schema splits in two.
 _TAGGER_GROUP = {"environment_and_background": "channel_environment_and_background"}
 
@@ -90,15 +96,31 @@ def clip_categories(
     table: pa.Table, column: str | None = None, *, min_fraction: float = 0.0
 ) -> dict[str, list[str]]:
     """``{key: [category, ...]}``: the classes each clip was tagged with
-    (time fraction ``> min_fraction``), largest first; untagged clips omitted."""
-    col = classes_column(table, column)
+    (time fraction ``> min_fraction``), largest first; untagged clips omitted.
+    A table with no per-class column (and ``column`` not named) gives its
+    AudioSet groups instead (:func:`group_fractions`)."""
+    keys = [str(k) for k in table.column(manifest.KEY).to_pylist()]
+    try:
+        col = classes_column(table, column)
+    except ParameterError:
+        if column is not None:
+            raise
+        t, names = group_fractions(table)
+        if not names:
+            raise
+        out_g: dict[str, list[str]] = {}
+        for key, row in zip(keys, t, strict=True):
+            order = [
+                j for j in np.argsort(-np.nan_to_num(row), kind="stable") if row[j] > min_fraction
+            ]
+            if order:
+                out_g[key] = [names[j] for j in order]
+        return out_g
     out: dict[str, list[str]] = {}
-    for key, items in zip(
-        table.column(manifest.KEY).to_pylist(), table.column(col).to_pylist(), strict=True
-    ):
-        names = [it["name"] for it in items or [] if (it["fraction"] or 0.0) > min_fraction]
-        if names:
-            out[str(key)] = names
+    for key, items in zip(keys, table.column(col).to_pylist(), strict=True):
+        names_k = [it["name"] for it in items or [] if (it["fraction"] or 0.0) > min_fraction]
+        if names_k:
+            out[key] = names_k
     return out
 
 
@@ -109,6 +131,15 @@ def _float_column(table: pa.Table, name: str | None) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in vals], dtype=np.float64)
 
 
+def _split(table: pa.Table, speech: str | None, usable: np.ndarray) -> dict[str, np.ndarray]:
+    """Masks of the usable speech and non-speech rows (rows without a speech
+    fraction are on neither side)."""
+    hs = _float_column(table, speech_column(table, speech))
+    known = usable & np.isfinite(hs)
+    is_speech = hs >= manifest.SPEECH_THRESHOLD
+    return {"speech": known & is_speech, "nonspeech": known & ~is_speech}
+
+
 def select_benchmark(
     table: pa.Table,
     *,
@@ -116,8 +147,12 @@ def select_benchmark(
     balance: Balance = "equal",
     n: int | None = None,
     speech: str | None = None,
-) -> tuple[pa.Table, dict[str, int]]:
-    """Rows with ``l_k > theta``, balanced between speech and non-speech.
+    speech_share: float | None = None,
+    counts: tuple[int, int] | None = None,
+    exclude: Collection[str] = (),
+    only: Collection[str] | None = None,
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Rows with ``l_k > theta``, picked to a speech / non-speech mix.
 
     Parameters
     ----------
@@ -126,55 +161,62 @@ def select_benchmark(
     theta : float
         Localizability threshold.
     balance : {'equal', 'none'}
-        ``'equal'``: the same number of speech and non-speech clips, the most
-        localizable of each side (``n // 2`` a side when ``n`` is given, else
-        as many as the smaller side holds). ``'none'``: every localizable
-        clip (the ``n`` most localizable when ``n`` is given).
-    n : int or None
-        Size of the benchmark.
-    speech : str or None
-        Column of the speech split (see :func:`speech_column`).
+        ``'equal'``: as many speech as non-speech clips (``n // 2`` a side,
+        else as many as the smaller side holds); ``'none'``: the (``n``) most
+        localizable clips, whatever their side.
+    n, speech : int or None, str or None
+        Size of the benchmark; column of the speech split (:func:`speech_column`).
+    speech_share : float or None
+        Target share of speech clips in [0, 1] (the paper's 0.71): of ``n``
+        clips, or the largest benchmark of that mix the pool allows.
+    counts : (int, int) or None
+        Target numbers of speech and non-speech clips (the paper's 1025, 419).
+    exclude : collection of str
+        Keys left out (clips rejected in screening).
+    only : collection of str or None
+        When given, only these keys may be selected (clips accepted in screening).
 
     Returns
     -------
     selected : pa.Table
         The chosen rows, most localizable first within each side.
     counts : dict
-        ``pool``, ``localizable``, ``speech``, ``nonspeech`` (localizable
-        clips on each side) and ``selected``.
+        ``pool``, ``screened_out``, ``localizable``, ``speech``, ``nonspeech``
+        (localizable clips a side), ``selected``; for a mix also ``target``,
+        ``selected_speech``/``_nonspeech``, ``short`` and ``advice`` (what to
+        change). A short side is filled as far as it goes, never an error.
     """
-    if balance not in BALANCE:
-        raise ParameterError(f"balance must be one of {BALANCE}, got balance={balance!r}")
-    if n is not None and n < 1:
-        raise ParameterError(f"n must be >= 1, got n={n}")
+    req = MixRequest(balance=balance, speech_share=speech_share, counts=counts, n=n)
     if "l_k" not in table.column_names:
         raise ParameterError("the table has no l_k column: run 'localizability score' first")
     lk = _float_column(table, "l_k")
-    hs = _float_column(table, speech_column(table, speech))
-    ok = np.isfinite(lk) & (lk > theta)
-    is_speech = hs >= manifest.SPEECH_THRESHOLD
-    sides = {
-        "speech": np.flatnonzero(ok & is_speech),
-        "nonspeech": np.flatnonzero(ok & ~is_speech & np.isfinite(hs)),
-    }
-    for name, idx in sides.items():
+    keys = [str(k) for k in table.column(manifest.KEY).to_pylist()]
+    allowed = np.array([k not in exclude and (only is None or k in only) for k in keys], dtype=bool)
+    ok = allowed & np.isfinite(lk) & (lk > theta)
+    pooled = _split(table, speech, allowed & np.isfinite(lk))
+    sides = {}
+    for name, mask in pooled.items():
+        idx = np.flatnonzero(ok & mask)
         sides[name] = idx[np.argsort(-lk[idx], kind="stable")]
-    if balance == "equal":
-        per = min(len(v) for v in sides.values())
-        if n is not None:
-            per = min(per, n // 2)
-        pick = np.concatenate([sides["speech"][:per], sides["nonspeech"][:per]])
+    avail = (len(sides["speech"]), len(sides["nonspeech"]))
+    report: dict[str, Any] = {"pool": table.num_rows, "screened_out": int((~allowed).sum()),
+                              "localizable": int(ok.sum()), "speech": avail[0],
+                              "nonspeech": avail[1]}  # fmt: skip
+    if req.mixed:
+        want = targets(req, avail)
+        pick = np.concatenate([sides["speech"][: want[0]], sides["nonspeech"][: want[1]]])
+        got = (min(want[0], avail[0]), min(want[1], avail[1]))
+        report |= {
+            "target": {"speech": want[0], "nonspeech": want[1], "rule": req.describe()},
+            "selected_speech": got[0], "selected_nonspeech": got[1],
+            "short": {"speech": want[0] - got[0], "nonspeech": want[1] - got[1]},
+            "advice": advice(req, want, avail, [lk[m] for m in pooled.values()], theta),
+        }  # fmt: skip
     else:
         idx = np.flatnonzero(ok)
         pick = idx[np.argsort(-lk[idx], kind="stable")][:n]
-    counts = {
-        "pool": table.num_rows,
-        "localizable": int(ok.sum()),
-        "speech": len(sides["speech"]),
-        "nonspeech": len(sides["nonspeech"]),
-        "selected": len(pick),
-    }
-    return table.take(pa.array(pick.astype(np.int64))), counts
+    report["selected"] = len(pick)
+    return table.take(pa.array(pick.astype(np.int64))), report
 
 
 def benchmark_table(table: pa.Table, audio_dir: str | Path | None = None) -> pa.Table:
@@ -219,11 +261,56 @@ def benchmark_table(table: pa.Table, audio_dir: str | Path | None = None) -> pa.
     return pa.table(cols)
 
 
+def group_fractions(table: pa.Table) -> tuple[np.ndarray, tuple[str, ...]]:
+    """``t[k, i]`` over the AudioSet group fractions a table carries: the AGL1K
+    schema's columns (:data:`agl_fast.manifest.GROUP_COLUMNS`, as in the
+    released CSV) or the tagger's ``*_group_*`` columns (:func:`group_column`).
+
+    Categories are named by the AGL1K column; a group no row has a value for
+    is left out; an empty cell is NaN. Returns ``(t [n_clips, n_groups],
+    names)``, both empty when the table has no group column.
+    """
+    names: list[str] = []
+    cols: list[np.ndarray] = []
+    for g in manifest.GROUP_COLUMNS:
+        src = group_column(table, g)
+        if src is None or table.column(src).null_count == table.num_rows:
+            continue
+        try:
+            cols.append(_float_column(table, src))
+        except (TypeError, ValueError):
+            raise ParameterError(f"group fraction column {src!r} is not numeric") from None
+        names.append(g)
+    t = np.stack(cols, axis=1) if cols else np.zeros((table.num_rows, 0))
+    return t, tuple(names)
+
+
 def fraction_matrix(
     table: pa.Table, categories: Sequence[str] | None = None, column: str | None = None
 ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """``t[k, i]`` of a clip table (its tag fraction column), and the categories."""
+    """``t[k, i]`` of a clip table and the categories: its tag fraction column
+    (per class), else, when it has none and ``column`` is not named, its
+    AudioSet group fractions (:func:`group_fractions`)."""
     from .fit import fractions_matrix
 
-    col = classes_column(table, column)
+    try:
+        col = classes_column(table, column)
+    except ParameterError:
+        if column is not None:
+            raise
+        t, names = group_fractions(table)
+        if not names:
+            raise ParameterError(
+                "no tag fractions: neither a 'classes' column (tag first) nor AudioSet group "
+                f"fraction columns ({', '.join(manifest.GROUP_COLUMNS)})"
+            ) from None
+        log.info("no per-class tag column: using the group fractions %s", names)
+        if categories is None:
+            return t, names
+        idx = {n: j for j, n in enumerate(names)}
+        out = np.zeros((table.num_rows, len(categories)))
+        for j, c in enumerate(categories):
+            if c in idx:
+                out[:, j] = t[:, idx[c]]
+        return out, tuple(categories)
     return fractions_matrix(table.select([col]).rename_columns(["classes"]), categories)

@@ -30,11 +30,14 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "tagger_command", None) != "export":
         print("usage: agl-fast tagger export --checkpoint X.pt --out X.onnx", file=sys.stderr)
         return 2
-    try:
-        from ..torch import efficientat as eat
-    except ImportError:
-        print("agl-fast tagger export needs torch (pip install torch)", file=sys.stderr)
-        return 2
+    # Both imports come first, before any work: torch's exporter imports onnx
+    # only when it writes the file, and fails there with its own error. An
+    # ImportError reaches the command line, which prints the one-line
+    # ``pip install 'agl-fast[torch]'`` message.
+    import onnx  # noqa: F401
+
+    from ..torch import efficientat as eat
+
     if args.checkpoint:
         model = eat.load_checkpoint(args.checkpoint, args.name)
     else:
