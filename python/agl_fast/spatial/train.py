@@ -59,11 +59,13 @@ from .metrics import angular_error, mean_average_precision
 __all__ = [
     "RECIPES",
     "TrainConfig",
+    "binaural_loss",
     "evaluate",
     "load_split",
     "recipe",
     "soft_cross_entropy",
     "soft_targets",
+    "table2_figures",
     "train",
 ]
 
@@ -212,6 +214,49 @@ def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tens
     return -(target * torch.log_softmax(logits.float(), dim=-1)).sum(-1).mean()
 
 
+def binaural_loss(
+    outputs: tuple[torch.Tensor, ...], targets: dict[str, torch.Tensor], cfg: TrainConfig,
+    *, stage1: bool = False,
+) -> torch.Tensor:  # fmt: skip
+    """``L_binaural = alpha1 BCE(events) + alpha2 CE(distance) + alpha3 (CE(azimuth)
+    + CE(elevation))`` from the model's outputs ``(events, distance, azimuth,
+    elevation, ...)`` and the targets ``events`` (multi-hot or mixup-weighted
+    ``[b, classes]``), ``distance``, ``azimuth``, ``elevation`` (int64 ``[b]``);
+    ``alpha`` is ``cfg.alpha_stage1`` in the first stage."""
+    ev, dis, az, el = outputs[:4]
+    alpha = cfg.alpha_stage1 if stage1 else cfg.alpha
+    az_target = soft_targets(targets["azimuth"], 360, cfg.sigma_azimuth, circular=True)
+    return (
+        alpha[0] * F.binary_cross_entropy_with_logits(ev.float(), targets["events"])
+        + alpha[1] * F.cross_entropy(dis.float(), targets["distance"])
+        + alpha[2] * (soft_cross_entropy(az, az_target)
+                      + F.cross_entropy(el.float(), targets["elevation"]))
+    )  # fmt: skip
+
+
+def table2_figures(
+    events: np.ndarray, scores: np.ndarray, predicted: dict[str, np.ndarray],
+    truth: dict[str, np.ndarray],
+) -> dict[str, float]:  # fmt: skip
+    """OWL's Table 2 measures (fractions where the paper gives percentages):
+    event ``map``, ``azimuth_error_deg``, ``direction_error_deg`` (MAE,
+    great-circle), ``er20`` and ``distance_error_rate`` (DER, above 0.5 m),
+    from the targets ``events`` ``[n, classes]``, the event ``scores`` and
+    the predicted and true ``azimuth``, ``elevation``, ``distance`` classes."""
+    az_p, el_p, az_t, el_t = predicted["azimuth"], predicted["elevation"], truth["azimuth"], \
+        truth["elevation"]  # fmt: skip
+    err = angular_error(az_p, el_p, az_t, el_t)
+    az_err = np.abs((az_p - az_t + 180) % 360 - 180)
+    d_err = np.abs(predicted["distance"] - truth["distance"]) * 0.5
+    return {
+        "map": float(mean_average_precision(events, scores)),
+        "azimuth_error_deg": float(np.mean(az_err)),
+        "direction_error_deg": float(np.mean(err)),
+        "er20": float(np.mean(err > 20)),
+        "distance_error_rate": float(np.mean(d_err > 0.5)),
+    }
+
+
 def _losses(
     model: SageEncoder,
     d: dict[str, Any],
@@ -220,16 +265,9 @@ def _losses(
     step: int | None = None,
 ) -> dict[str, torch.Tensor]:
     tokens = model.encode(d["x"][idx])
-    ev, dis, az, el, _ = model.heads(tokens)
     stage1 = step is not None and step < cfg.stage1_steps
-    alpha = cfg.alpha_stage1 if stage1 else cfg.alpha
-    az_target = soft_targets(d["azimuth"][idx], 360, cfg.sigma_azimuth, circular=True)
-    binaural = (
-        alpha[0] * F.binary_cross_entropy_with_logits(ev.float(), d["events"][idx])
-        + alpha[1] * F.cross_entropy(dis.float(), d["distance"][idx])
-        + alpha[2] * (soft_cross_entropy(az, az_target)
-                      + F.cross_entropy(el.float(), d["elevation"][idx]))
-    )  # fmt: skip
+    targets = {k: d[k][idx] for k in ("events", "distance", "azimuth", "elevation")}
+    binaural = binaural_loss(model.heads(tokens), targets, cfg, stage1=stage1)
     out = {"binaural": binaural, "loss": cfg.eta[0] * binaural}
     if model.rir_decoder is not None and "rir" in d and not stage1:
         geometry = d["geometry"][idx] if model.config.rir_geometry_dim > 0 else None
@@ -262,21 +300,12 @@ def evaluate(
     parts = _losses(model, d, torch.arange(len(d["x"])), config or TrainConfig())
     loss = float(parts["loss"])
     ev, dis, az, el, _ = model(d["x"])
-    az_p, el_p = az.argmax(1).numpy(), el.argmax(1).numpy()
-    az_t, el_t = d["azimuth"].numpy(), d["elevation"].numpy()
-    err = angular_error(az_p, el_p, az_t, el_t)
-    az_err = np.abs((az_p - az_t + 180) % 360 - 180)
-    d_err = np.abs(dis.argmax(1).numpy() - d["distance"].numpy()) * 0.5
+    keys = ("azimuth", "elevation", "distance")
+    predicted = {k: o.argmax(1).numpy() for k, o in zip(keys, (az, el, dis), strict=True)}
+    truth = {k: d[k].numpy() for k in keys}
     extra = {f"{k}_loss": float(v) for k, v in parts.items() if k != "loss"}
-    return {
-        "loss": loss,
-        **extra,
-        "map": float(mean_average_precision(d["events"].numpy(), ev.float().numpy())),
-        "azimuth_error_deg": float(np.mean(az_err)),
-        "direction_error_deg": float(np.mean(err)),
-        "er20": float(np.mean(err > 20)),
-        "distance_error_rate": float(np.mean(d_err > 0.5)),
-    }
+    figures = table2_figures(d["events"].numpy(), ev.float().numpy(), predicted, truth)
+    return {"loss": loss, **extra, **figures}
 
 
 def _trim_history(history: Path, state: dict[str, Any] | None, step: int) -> None:
