@@ -229,7 +229,7 @@ def _cli_args(bank: Path, out: Path) -> list[str]:
             "--scenes", "160", "--batch-size", "16", "--clip-seconds", str(SECONDS),
             "--dim", "32", "--depth", "1", "--heads", "2", "--target-frame", "64",
             "--lr", "2e-3", "--warmup", "2", "--threads", "1", "--synthetic-sources", "40",
-            "--epochs", "2"]  # fmt: skip
+            "--epochs", "2", "--log-every", "1"]  # fmt: skip
 
 
 def test_torchrun_two_gloo_processes_train_as_one(bank, tmp_path):
@@ -244,10 +244,12 @@ def test_torchrun_two_gloo_processes_train_as_one(bank, tmp_path):
     m2 = json.loads(two.stdout.strip().splitlines()[-1])
     assert (m1["world"], m2["world"], m1["step"], m2["step"]) == (1, 2, 20, 20)
     c1, c2 = _curve(tmp_path / "one"), _curve(tmp_path / "two")
+    assert [r["step"] for r in c1] == [r["step"] for r in c2] == list(range(1, 21))
     l1, l2 = np.array([r["loss"] for r in c1]), np.array([r["loss"] for r in c2])
     # The same examples and the same averaged gradients; only the batch-norm
-    # statistics differ (8 examples per process against 16): within 2 %.
-    np.testing.assert_allclose(l2, l1, rtol=0.02)
+    # statistics differ (8 examples per process against 16). Measured: at
+    # most 9.4e-4 relative over the 20 steps; allowed: 0.5 %.
+    np.testing.assert_allclose(l2, l1, rtol=5e-3)
     assert l1[-1] < l1[0]
 
 

@@ -42,6 +42,8 @@ def add_stream_options(tr: Any) -> None:
     g.add_argument("--eval-scenes", type=int, default=0,
                    help="test clips evaluated at the end (the bank's test BRIRs)")  # fmt: skip
     g.add_argument("--eval-batch", type=int, default=64, help="evaluation batch size")
+    g.add_argument("--log-every", type=int, default=10,
+                   help="optimiser steps between history lines")  # fmt: skip
     g.add_argument("--init", type=Path, default=None,
                    help="start from an AudioMAE or Spatial-AST checkpoint")  # fmt: skip
     g.add_argument("--init-report", action="store_true",
@@ -105,7 +107,8 @@ def run_stream(args: argparse.Namespace, model_config: Any, config: Any) -> int:
                           seed=args.seed)  # fmt: skip
     loop = FitConfig(epochs=args.epochs, accum=args.accum, precision=args.precision,
                      workers=args.workers, checkpoint_every=config.checkpoint_every,
-                     eval_scenes=args.eval_scenes, eval_batch=args.eval_batch)  # fmt: skip
+                     eval_scenes=args.eval_scenes, eval_batch=args.eval_batch,
+                     log_every=args.log_every)  # fmt: skip
     model, metrics = fit(bank, args.out, sources=train_src, eval_sources=test_src,
                      model_config=model_config, config=config, stream=stream, loop=loop,
                      resume=args.resume, device=args.device, init=args.init,
