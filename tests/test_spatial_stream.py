@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -354,3 +355,40 @@ def test_stream_from_a_simulated_dataset(tmp_path, capsys):
             assert bank.labels["distance_class"][k] == lab["distance_class"]
             assert bank.split[k] == r["split"]
             k += 1
+
+
+def test_hostile_banks_and_settings(bank, tmp_path):
+    lab = {"azimuth": 1, "elevation": 2, "distance_class": 3}
+    root = write_rir_bank(tmp_path / "b", [np.ones((2, 4), np.float32)] * 2, [lab] * 2, length=4)
+    rows = (root / "rirs.jsonl").read_text().splitlines()
+    (root / "rirs.jsonl").write_text(rows[0] + "\n")
+    with pytest.raises(ParameterError, match="1 rows for 2 BRIRs"):
+        RirBank(root)
+    (root / "rirs.jsonl").write_text(rows[0] + "\n" + rows[1].replace('"azimuth": 1', '"az": 1'))
+    with pytest.raises(ParameterError, match="unreadable BRIR bank"):
+        RirBank(root)
+    (root / "rirs.jsonl").write_text(
+        rows[0] + "\n" + rows[1].replace('"azimuth": 1', '"azimuth": 400')
+    )
+    with pytest.raises(ParameterError, match="1 rows with labels out of range"):
+        RirBank(root)
+    np.save(root / "brirs.npy", np.ones((2, 3, 4), np.float32))
+    (root / "rirs.jsonl").write_text("\n".join(rows))
+    with pytest.raises(ParameterError, match=r"must be float32 \[n, 2, L\]"):
+        RirBank(root)
+    (root / "brirs.npy").write_bytes(b"garbage")
+    with pytest.raises(ParameterError, match="unreadable BRIR bank"):
+        RirBank(root)
+    stream = StreamConfig(scenes=16, batch_size=8, seconds=SECONDS)
+    with pytest.raises(ParameterError, match="accum, checkpoint_every"):
+        fit(bank, tmp_path / "r", sources=SyntheticSources(4, SECONDS), model_config=TINY,
+            config=TrainConfig(), stream=stream, loop=FitConfig(accum=0))  # fmt: skip
+    with pytest.raises(ParameterError, match="give no optimiser step"):
+        fit(bank, tmp_path / "r", sources=SyntheticSources(4, SECONDS), model_config=TINY,
+            config=TrainConfig(), stream=stream, loop=FitConfig(accum=4))  # fmt: skip
+    # A resume must keep the settings the data position depends on.
+    fit(bank, tmp_path / "r", sources=SyntheticSources(4, SECONDS), model_config=TINY,
+        config=TrainConfig(), stream=stream, log=lambda s: None)  # fmt: skip
+    with pytest.raises(ParameterError, match="other stream settings"):
+        fit(bank, tmp_path / "r", sources=SyntheticSources(4, SECONDS), model_config=TINY,
+            config=TrainConfig(), stream=replace(stream, batch_size=4), resume=True)  # fmt: skip

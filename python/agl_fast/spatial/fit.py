@@ -208,6 +208,7 @@ class _State:
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: _lr(s, cfg) / cfg.lr)
         self.scaler = torch.amp.GradScaler(dev.type, enabled=fp16)
         self.step, self.epoch, self.batch = 0, 0, 0
+        self.stream_keys: dict[str, Any] | None = None
 
     def save(self, path: Path, extra: dict[str, Any], dev: torch.device) -> None:
         tmp = path.with_suffix(".tmp")
@@ -292,6 +293,13 @@ def _epoch(
     return run.step < ctx["last"]
 
 
+def _position_keys(stream: StreamConfig, loop: FitConfig) -> dict[str, Any]:
+    """The settings a data position depends on (a resume must keep them)."""
+    return {"scenes": stream.scenes, "batch_size": stream.batch_size, "seed": stream.seed,
+            "seconds": stream.seconds, "mixup": stream.mixup, "weighted": stream.weighted,
+            "accum": loop.accum, "epochs": loop.epochs}  # fmt: skip
+
+
 def _open_state(path: Path, resume: bool) -> dict[str, Any] | None:
     if not (resume and path.exists()):
         return None
@@ -344,6 +352,7 @@ def _prepare(
     run = _State(model.to(dev), cfg, dev, loop.precision == "fp16")
     if state is not None:
         run.load(state, dev)
+        run.stream_keys = state.get("stream")
     if dist.main:
         _trim_history(out / "history.jsonl", state, run.step)
     net: Any = model
@@ -387,6 +396,9 @@ def fit(
     from ..torch.sage import n_parameters
 
     loop = loop or FitConfig()
+    if loop.accum < 1 or loop.workers < 0 or loop.checkpoint_every < 1 or loop.log_every < 1:
+        raise ParameterError(f"accum, checkpoint_every and log_every must be >= 1 and workers "
+                             f">= 0, got {loop}")  # fmt: skip
     out = Path(out)
     dist, dev = _setup(device)
     rbank = RirBank(bank)
@@ -395,10 +407,14 @@ def fit(
         raise ParameterError(f"{stream.scenes} scenes in batches of {stream.batch_size} x "
                              f"{loop.accum} give no optimiser step")  # fmt: skip
     cfg = replace(config, steps=per_epoch * loop.epochs)
-    opts = {"resume": resume, "init": init, "init_strict": init_strict}
+    opts: dict[str, Any] = {"resume": resume, "init": init, "init_strict": init_strict}
     run, net, report = _prepare(out, sources, model_config, cfg, loop, dist, dev, opts)
+    opts["state_stream"] = run.stream_keys
     extra = {"model_config": run.model.config.to_dict(), "vocab": list(sources.vocab),
-             "world": dist.world}  # fmt: skip
+             "world": dist.world, "stream": _position_keys(stream, loop)}  # fmt: skip
+    if opts["state_stream"] not in (None, extra["stream"]):
+        raise ParameterError(f"the checkpoint was written with other stream settings "
+                             f"{opts['state_stream']}; resume with {extra['stream']}")  # fmt: skip
     ctx = {"device": dev, "dist": dist, "batches_used": per_epoch * loop.accum,
            "last": min(cfg.steps, until or cfg.steps),
            "on_step": _on_step(out, dist, loop, log or logger.info, extra, dev)}  # fmt: skip

@@ -125,12 +125,26 @@ class RirBank:
         if not (root / BANK_ARRAY).is_file() or not (root / BANK_ROWS).is_file():
             raise ParameterError(f"{root}: not a BRIR bank (no {BANK_ARRAY} / {BANK_ROWS})")
         self.root = root
-        self.brirs = np.load(root / BANK_ARRAY, mmap_mode="r")
-        rows = [json.loads(x) for x in (root / BANK_ROWS).read_text().splitlines() if x.strip()]
+        try:
+            self.brirs = np.load(root / BANK_ARRAY, mmap_mode="r")
+            rows = [json.loads(x) for x in (root / BANK_ROWS).read_text().splitlines()
+                    if x.strip()]  # fmt: skip
+            self.labels = {k: np.array([r[k] for r in rows], dtype=np.int64) for k in _LABEL_KEYS}
+            self.split = np.array([str(r["split"]) for r in rows])
+        except (ValueError, KeyError, TypeError, OSError) as exc:
+            raise ParameterError(f"{root}: unreadable BRIR bank ({type(exc).__name__}: {exc})") \
+                from exc  # fmt: skip
+        if self.brirs.ndim != 3 or self.brirs.shape[1] != 2 or self.brirs.dtype != np.float32:
+            raise ParameterError(f"{root}: {BANK_ARRAY} must be float32 [n, 2, L], got "
+                                 f"{self.brirs.dtype} {self.brirs.shape}")  # fmt: skip
         if len(rows) != self.brirs.shape[0]:
             raise ParameterError(f"{root}: {len(rows)} rows for {self.brirs.shape[0]} BRIRs")
-        self.labels = {k: np.array([r[k] for r in rows], dtype=np.int64) for k in _LABEL_KEYS}
-        self.split = np.array([r["split"] for r in rows])
+        bad = (self.labels["azimuth"] < 0) | (self.labels["azimuth"] >= 360) | \
+            (self.labels["elevation"] < 0) | (self.labels["elevation"] >= 180) | \
+            (self.labels["distance_class"] < 0) | (self.labels["distance_class"] > 20)  # fmt: skip
+        if bad.any():
+            raise ParameterError(f"{root}: {int(bad.sum())} rows with labels out of range "
+                                 f"(first: {int(np.flatnonzero(bad)[0])})")  # fmt: skip
 
     def indices(self, split: str) -> np.ndarray:
         """Indices of the BRIRs of ``split`` (``'train'`` or ``'test'``)."""
