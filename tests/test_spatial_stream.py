@@ -209,13 +209,16 @@ def test_resume_mid_epoch_continues_the_curve_exactly(bank, tmp_path):
     assert a[-1]["loss"] < a[0]["loss"]
 
 
-def test_bf16_autocast_and_accumulation_train(bank, tmp_path):
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_autocast_and_accumulation_train(bank, tmp_path, precision):
     stream = StreamConfig(scenes=32, batch_size=8, seconds=SECONDS)
     _, m = fit(bank, tmp_path / "r", sources=SyntheticSources(8, SECONDS), model_config=TINY,
                config=TrainConfig(lr=1e-3, warmup=1), stream=stream,
-               loop=FitConfig(accum=4, precision="bf16", eval_scenes=16, eval_batch=8),
+               loop=FitConfig(accum=4, precision=precision, eval_scenes=16, eval_batch=8),
                eval_sources=SyntheticSources(4, SECONDS, seed=9), log=lambda s: None)  # fmt: skip
-    assert m["step"] == 1 and m["precision"] == "bf16"
+    assert m["step"] == 1 and m["precision"] == precision
+    ckpt = torch.load(tmp_path / "r" / "checkpoint.pt", map_location="cpu", weights_only=False)
+    assert bool(ckpt["scaler"]) == (precision == "fp16")  # the gradient scaler's state
     assert m["test"]["n"] == 16 and np.isfinite(m["test"]["loss"])
     with pytest.raises(ParameterError, match="precision must be one of"):
         fit(bank, tmp_path / "q", sources=SyntheticSources(8, SECONDS), model_config=TINY,
