@@ -210,3 +210,16 @@ def test_cli_infer(onnx_model, tmp_path, rng, capsys):
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "binaural" in err[0]
+
+
+def test_fused_attention_equals_the_explicit_softmax():
+    torch.manual_seed(3)
+    blk = SageEncoder(TINY).blocks[0].attn.eval()
+    x = torch.randn(2, 19, TINY.embed_dim)
+    b, n, c = x.shape
+    h = TINY.num_heads
+    qkv = blk.qkv(x).reshape(b, n, 3, h, c // h).permute(2, 0, 3, 1, 4)
+    attn = torch.softmax(qkv[0] @ qkv[1].transpose(-2, -1) * (c // h) ** -0.5, dim=-1)
+    explicit = blk.proj((attn @ qkv[2]).transpose(1, 2).reshape(b, n, c))
+    with torch.no_grad():
+        torch.testing.assert_close(blk(x), explicit, rtol=1e-5, atol=1e-6)

@@ -188,3 +188,15 @@ def test_soft_targets_wrap_around_the_circle():
     torch.testing.assert_close(
         soft_cross_entropy(logits, soft_targets(y, 21, 0.0)), F.cross_entropy(logits, y)
     )
+
+
+def test_evaluation_in_batches_equals_one_batch(data):
+    tr = load_split(data, "train", rir_length=512)
+    torch.manual_seed(2)
+    model = SageEncoder(SageConfig(**{**GEO.to_dict(), "num_classes": len(tr["vocab"])}))
+    cfg = TrainConfig(eta=(1.0, 1.0))
+    whole = evaluate(model, tr, cfg, batch_size=len(tr["x"]))
+    parts = evaluate(model, tr, cfg, batch_size=3)  # 3 + 3 + 2 rows
+    assert set(parts) == set(whole) and "geo_loss" in parts
+    for k, v in whole.items():
+        assert parts[k] == pytest.approx(v, rel=1e-5, abs=1e-6, nan_ok=True), k

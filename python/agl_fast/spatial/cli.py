@@ -132,6 +132,9 @@ def _add_train(ssub: Any) -> None:
     tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     tr.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     tr.add_argument("--export", type=Path, help="also write the trained model as ONNX here")
+    from .fit_cli import add_stream_options
+
+    add_stream_options(tr)
     tr.set_defaults(run=run_train)
 
 
@@ -285,6 +288,10 @@ def run_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         checkpoint_every=args.checkpoint_every,
     )
+    if args.stream:
+        from .fit_cli import run_stream
+
+        return run_stream(args, mcfg, cfg)
     model, metrics = train(
         args.data, args.out, model_config=mcfg, config=cfg, resume=args.resume, device=args.device
     )

@@ -59,11 +59,13 @@ from .metrics import angular_error, mean_average_precision
 __all__ = [
     "RECIPES",
     "TrainConfig",
+    "binaural_loss",
     "evaluate",
     "load_split",
     "recipe",
     "soft_cross_entropy",
     "soft_targets",
+    "table2_figures",
     "train",
 ]
 
@@ -212,6 +214,49 @@ def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tens
     return -(target * torch.log_softmax(logits.float(), dim=-1)).sum(-1).mean()
 
 
+def binaural_loss(
+    outputs: tuple[torch.Tensor, ...], targets: dict[str, torch.Tensor], cfg: TrainConfig,
+    *, stage1: bool = False,
+) -> torch.Tensor:  # fmt: skip
+    """``L_binaural = alpha1 BCE(events) + alpha2 CE(distance) + alpha3 (CE(azimuth)
+    + CE(elevation))`` from the model's outputs ``(events, distance, azimuth,
+    elevation, ...)`` and the targets ``events`` (multi-hot or mixup-weighted
+    ``[b, classes]``), ``distance``, ``azimuth``, ``elevation`` (int64 ``[b]``);
+    ``alpha`` is ``cfg.alpha_stage1`` in the first stage."""
+    ev, dis, az, el = outputs[:4]
+    alpha = cfg.alpha_stage1 if stage1 else cfg.alpha
+    az_target = soft_targets(targets["azimuth"], 360, cfg.sigma_azimuth, circular=True)
+    return (
+        alpha[0] * F.binary_cross_entropy_with_logits(ev.float(), targets["events"])
+        + alpha[1] * F.cross_entropy(dis.float(), targets["distance"])
+        + alpha[2] * (soft_cross_entropy(az, az_target)
+                      + F.cross_entropy(el.float(), targets["elevation"]))
+    )  # fmt: skip
+
+
+def table2_figures(
+    events: np.ndarray, scores: np.ndarray, predicted: dict[str, np.ndarray],
+    truth: dict[str, np.ndarray],
+) -> dict[str, float]:  # fmt: skip
+    """OWL's Table 2 measures (fractions where the paper gives percentages):
+    event ``map``, ``azimuth_error_deg``, ``direction_error_deg`` (MAE,
+    great-circle), ``er20`` and ``distance_error_rate`` (DER, above 0.5 m),
+    from the targets ``events`` ``[n, classes]``, the event ``scores`` and
+    the predicted and true ``azimuth``, ``elevation``, ``distance`` classes."""
+    az_p, el_p, az_t, el_t = predicted["azimuth"], predicted["elevation"], truth["azimuth"], \
+        truth["elevation"]  # fmt: skip
+    err = angular_error(az_p, el_p, az_t, el_t)
+    az_err = np.abs((az_p - az_t + 180) % 360 - 180)
+    d_err = np.abs(predicted["distance"] - truth["distance"]) * 0.5
+    return {
+        "map": float(mean_average_precision(events, scores)),
+        "azimuth_error_deg": float(np.mean(az_err)),
+        "direction_error_deg": float(np.mean(err)),
+        "er20": float(np.mean(err > 20)),
+        "distance_error_rate": float(np.mean(d_err > 0.5)),
+    }
+
+
 def _losses(
     model: SageEncoder,
     d: dict[str, Any],
@@ -220,16 +265,9 @@ def _losses(
     step: int | None = None,
 ) -> dict[str, torch.Tensor]:
     tokens = model.encode(d["x"][idx])
-    ev, dis, az, el, _ = model.heads(tokens)
     stage1 = step is not None and step < cfg.stage1_steps
-    alpha = cfg.alpha_stage1 if stage1 else cfg.alpha
-    az_target = soft_targets(d["azimuth"][idx], 360, cfg.sigma_azimuth, circular=True)
-    binaural = (
-        alpha[0] * F.binary_cross_entropy_with_logits(ev.float(), d["events"][idx])
-        + alpha[1] * F.cross_entropy(dis.float(), d["distance"][idx])
-        + alpha[2] * (soft_cross_entropy(az, az_target)
-                      + F.cross_entropy(el.float(), d["elevation"][idx]))
-    )  # fmt: skip
+    targets = {k: d[k][idx] for k in ("events", "distance", "azimuth", "elevation")}
+    binaural = binaural_loss(model.heads(tokens), targets, cfg, stage1=stage1)
     out = {"binaural": binaural, "loss": cfg.eta[0] * binaural}
     if model.rir_decoder is not None and "rir" in d and not stage1:
         geometry = d["geometry"][idx] if model.config.rir_geometry_dim > 0 else None
@@ -249,34 +287,48 @@ def _lr(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
 
 
+def _rows(d: dict[str, Any], idx: torch.Tensor, dev: torch.device) -> dict[str, Any]:
+    """The rows ``idx`` of a split's tensors, on ``dev`` (other entries as they are)."""
+    return {k: (v[idx].to(dev) if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
+
+
 @torch.no_grad()
 def evaluate(
-    model: SageEncoder, d: dict[str, Any], config: TrainConfig | None = None
-) -> dict[str, float]:
+    model: SageEncoder, d: dict[str, Any], config: TrainConfig | None = None, *,
+    batch_size: int = 64, device: str | torch.device | None = None,
+) -> dict[str, float]:  # fmt: skip
     """Loss (and its binaural and geometric parts), event mAP, mean
     azimuth/direction error (degrees; the direction error is OWL's MAE),
     ER20 (share of direction errors above 20 degrees) and distance error
     rate (DER), as in OWL's Table 2 (as fractions, where the paper gives
-    percentages)."""
+    percentages).
+
+    The split ``d`` stays where it is (host memory); ``batch_size`` rows at
+    a time go to ``device`` (default: the model's), and only the losses,
+    predicted classes and event scores come back."""
     model.eval()
-    parts = _losses(model, d, torch.arange(len(d["x"])), config or TrainConfig())
-    loss = float(parts["loss"])
-    ev, dis, az, el, _ = model(d["x"])
-    az_p, el_p = az.argmax(1).numpy(), el.argmax(1).numpy()
-    az_t, el_t = d["azimuth"].numpy(), d["elevation"].numpy()
-    err = angular_error(az_p, el_p, az_t, el_t)
-    az_err = np.abs((az_p - az_t + 180) % 360 - 180)
-    d_err = np.abs(dis.argmax(1).numpy() - d["distance"].numpy()) * 0.5
-    extra = {f"{k}_loss": float(v) for k, v in parts.items() if k != "loss"}
-    return {
-        "loss": loss,
-        **extra,
-        "map": float(mean_average_precision(d["events"].numpy(), ev.float().numpy())),
-        "azimuth_error_deg": float(np.mean(az_err)),
-        "direction_error_deg": float(np.mean(err)),
-        "er20": float(np.mean(err > 20)),
-        "distance_error_rate": float(np.mean(d_err > 0.5)),
-    }
+    dev = torch.device(device) if device is not None else next(model.parameters()).device
+    cfg = config or TrainConfig()
+    n = len(d["x"])
+    sums: dict[str, float] = {}
+    keys = ("azimuth", "elevation", "distance")
+    pred: dict[str, list[np.ndarray]] = {k: [] for k in keys}
+    scores = []
+    for start in range(0, n, batch_size):
+        idx = torch.arange(start, min(n, start + batch_size))
+        rows = _rows(d, idx, dev)
+        local = torch.arange(len(idx), device=dev)
+        for k, v in _losses(model, rows, local, cfg).items():
+            sums[k] = sums.get(k, 0.0) + float(v) * len(idx)
+        ev, dis, az, el, _ = model(rows["x"])
+        for k, o in zip(keys, (az, el, dis), strict=True):
+            pred[k].append(o.argmax(1).cpu().numpy())
+        scores.append(ev.float().cpu().numpy())
+    predicted = {k: np.concatenate(v) for k, v in pred.items()}
+    truth = {k: d[k].numpy() for k in keys}
+    extra = {f"{k}_loss": v / n for k, v in sums.items() if k != "loss"}
+    figures = table2_figures(d["events"].numpy(), np.concatenate(scores), predicted, truth)
+    return {"loss": sums["loss"] / n, **extra, **figures}
 
 
 def _trim_history(history: Path, state: dict[str, Any] | None, step: int) -> None:
@@ -299,14 +351,16 @@ def _train_step(
     model.train()
     n = len(d["x"])
     g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-    idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g).to(dev)
+    idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g)
+    # Only the batch goes to the device; the split stays in host memory.
+    batch = _rows(d, idx, dev)
     for group in opt.param_groups:
         group["lr"] = _lr(step, config)
     # Masks (SpecAugment, token dropping) draw from torch's global
     # generator: seeded per step so that a resumed run is exact.
     torch.manual_seed(config.seed * 1_000_003 + step + 1)
     with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
-        loss = _losses(model, d, idx, config, step)["loss"]
+        loss = _losses(model, batch, torch.arange(len(idx), device=dev), config, step)["loss"]
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -372,7 +426,6 @@ def train(
         step = int(state["step"])
     history = out / "history.jsonl"
     _trim_history(history, state, step)
-    d = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in tr.items()}
 
     def save() -> None:
         torch.save(
@@ -384,7 +437,7 @@ def train(
     t0 = time.perf_counter()
     last = min(config.steps, until or config.steps)
     while step < last:
-        loss = _train_step(model, opt, d, config, step, dev)
+        loss = _train_step(model, opt, tr, config, step, dev)
         step += 1
         if step % config.log_every == 0:
             value, secs = float(loss.detach()), time.perf_counter() - t0
@@ -394,9 +447,9 @@ def train(
                 hist.write(json.dumps(record) + "\n")
         if step % config.checkpoint_every == 0 or step == last:
             save()
-    model = model.cpu()
     metrics: dict[str, Any] = {"step": step, "train": evaluate(model, tr, config)}
     test = _test_metrics(model, data, tr["vocab"], mcfg, use_depth, config)
+    model = model.cpu()
     if test is not None:
         metrics["test"] = test
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))

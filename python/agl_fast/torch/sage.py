@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from ..exceptions import ModelStateError, ParameterError
 from .sage_rir import RirDecoder
@@ -51,6 +52,7 @@ __all__ = [
     "SageEncoder",
     "bicubic_matrix",
     "load_checkpoint",
+    "load_partial",
     "n_parameters",
     "sincos_pos_embed",
 ]
@@ -165,9 +167,10 @@ class _Attention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, n, c = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        attn = torch.softmax((q * self.scale) @ k.transpose(-2, -1), dim=-1)
-        return self.proj((attn @ v).transpose(1, 2).reshape(b, n, c))
+        # The fused kernel (flash / memory-efficient attention where the device
+        # has one); its default scale is head_dim ** -0.5, as ``self.scale``.
+        y = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], scale=self.scale)
+        return self.proj(y.transpose(1, 2).reshape(b, n, c))
 
 
 class _Mlp(nn.Module):
@@ -346,6 +349,42 @@ class SageEncoder(nn.Module):
         return self.rir_decoder(x, depth, geometry)
 
 
+def _clean_state(state: dict[str, Any]) -> dict[str, Any]:
+    if "model" in state and isinstance(state["model"], dict):
+        state = state["model"]
+    clean = {}
+    for k, v in state.items():
+        k = k.removeprefix("module.")
+        if not k.startswith(_SKIP_PREFIXES):
+            clean[k] = v
+    return clean
+
+
+def load_partial(model: SageEncoder, state: dict[str, Any]) -> dict[str, list[str]]:
+    """Load the entries of ``state`` whose name and shape match the model
+    (an AudioMAE encoder into SAGE: the ViT blocks and the patch projection)
+    and report the rest.
+
+    Returns
+    -------
+    dict
+        ``loaded``, ``missing`` (model entries left at their
+        initialisation), ``unexpected`` (state entries the model has no
+        name for) and ``mismatched`` (same name, other shape: not loaded,
+        e.g. AudioMAE's position table of another grid), each a sorted list.
+    """
+    clean = _clean_state(state)
+    own = model.state_dict()
+    fits = {k: v for k, v in clean.items() if k in own and tuple(v.shape) == tuple(own[k].shape)}
+    model.load_state_dict(fits, strict=False)
+    return {
+        "loaded": sorted(fits),
+        "missing": sorted(k for k in own if k not in fits and k not in clean),
+        "unexpected": sorted(k for k in clean if k not in own),
+        "mismatched": sorted(k for k in clean if k in own and k not in fits),
+    }
+
+
 def load_checkpoint(model: SageEncoder, state: dict[str, Any], *, strict: bool = True) -> None:
     """Load a Spatial-AST / SAGE state dict (``{'model': ...}`` wrappers and
     ``module.`` prefixes accepted; the in-model STFT/mel weights are dropped).
@@ -359,13 +398,7 @@ def load_checkpoint(model: SageEncoder, state: dict[str, Any], *, strict: bool =
     Shapes must match either way. Mismatches raise ``RuntimeError`` as
     ``load_state_dict`` does.
     """
-    if "model" in state and isinstance(state["model"], dict):
-        state = state["model"]
-    clean = {}
-    for k, v in state.items():
-        k = k.removeprefix("module.")
-        if not k.startswith(_SKIP_PREFIXES):
-            clean[k] = v
+    clean = _clean_state(state)
     result = model.load_state_dict(clean, strict=False)
     if strict:
         missing = [k for k in result.missing_keys if not k.startswith(_BRANCH_PREFIX)]

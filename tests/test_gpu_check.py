@@ -1,0 +1,37 @@
+"""``scripts/gpu_check.py --tiny``: the GPU check's code runs on the CPU and
+writes every figure it promises."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("onnxruntime")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_gpu_check_tiny_runs_on_the_cpu(tmp_path):
+    out = tmp_path / "gpu_check.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python"), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--tiny",
+                        "--out", str(out)], capture_output=True, text=True, env=env,
+                       timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rep = json.loads(out.read_text())
+    assert rep["tiny"] and rep["device"] == "cpu"
+    tag = rep["tagging"]
+    assert tag["model"] == "mn10_as" and tag["features_included"]
+    assert tag["provider"] == "CPUExecutionProvider"
+    assert set(tag["windows_per_s"]) == {"1", "2", "4"}
+    assert all(v > 0 for v in tag["windows_per_s"].values())
+    train, ev = rep["sage"]["train"], rep["sage"]["eval"]
+    assert train["batch"] == 8 and train["precision"] == "bf16" and train["steps"] == 6
+    assert train["steps_per_s"] > 0 and train["model_only_steps_per_s"] > 0
+    assert ev["clips"] == 16 and ev["clips_per_s"] > 0
