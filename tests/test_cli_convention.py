@@ -63,6 +63,9 @@ MISSING_INPUT: dict[tuple[str, ...], list[str]] = {
     ("spatial", "train"): ["--data", "nope", "--out", "o"],
     ("spatial", "experiment"): ["--recordings", "nope.wav", "--out", "o"],
     ("spatial", "ask"): ["--data", "nope", "--provider", "vllm", "--model", "m", "--out", "o"],
+    ("spatial", "owl", "train"): ["--data", "nope", "--out", "o", "--decoder", "d", "--sage", "s"],
+    ("spatial", "owl", "infer"): ["--data", "nope", "--model", "m", "--out", "o"],
+    ("spatial", "owl", "eval"): ["--data", "nope", "--model", "m", "--out", "o"],
     ("query",): ["--provider", "vllm", "--model", "m", "--manifest", "nope.csv", "--out", "o"],
     ("judge",): ["nope.jsonl", "--judge", "vllm:m", "--out", "o"],
     ("localizability", "fit"): [
