@@ -298,3 +298,45 @@ def test_spatial_ask_scores_a_local_owl_model(data, trained, tmp_path, capsys):
     # Without owl: a provider is still required.
     assert main(["spatial", "ask", "--data", str(data), "--model", "m", "--out", str(out)]) == 2
     assert "--provider is required" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_torchrun_ddp_gives_the_one_process_steps(parts, data, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if parts["kind"] != "llama":
+        pytest.skip("the process layout does not depend on the decoder: one run is enough")
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    if torchrun is None:
+        pytest.skip("torchrun not installed")
+    args = ["spatial", "owl", "train", "--data", str(data), "--split", "",
+            "--decoder", parts["cfg"].decoder, "--sage", parts["cfg"].sage,
+            "--tokenizer", parts["cfg"].tokenizer,
+            "--model-config", str(parts["dir"] / "owl_config.json")]  # fmt: skip
+    for o in [*OVERRIDES, "max_steps=2"]:
+        args += ["--set", o]
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # fmt: skip
+    two = [torchrun, "--nproc_per_node", "2", "--master_port", "29531", "-m", "agl_fast"]
+    subprocess.run([*two, *args, "--out", str(tmp_path / "ddp")], env=env, check=True,
+                   capture_output=True, timeout=300)  # fmt: skip
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    ddp = [json.loads(x) for x in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
+    one = [json.loads(x) for x in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    assert len(ddp) == len(one) == 8
+    assert [h["loss"] for h in ddp] == pytest.approx([h["loss"] for h in one], rel=1e-5)
+
+
+def test_batched_generation_equals_one_at_a_time(data, trained):
+    from agl_fast.torch.owl_infer import generate_answers
+
+    source = SpatialQaSource(data, None)
+    rows = source.rows[:6]  # prompts of different lengths: left padding
+    assert len({len(r["question"].split()) for r in rows}) > 2
+    model, tok = load_owl(trained / "owl")
+    batched = generate_answers(model, tok, source, rows, batch_size=6, max_new_tokens=10)
+    single = generate_answers(model, tok, source, rows, batch_size=1, max_new_tokens=10)
+    assert batched == single and all(a.strip() for a in batched)

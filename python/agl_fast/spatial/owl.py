@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -171,6 +172,8 @@ def _run_train(args: argparse.Namespace) -> int:
     print(json.dumps({"trainable_parameters": counts}))
     result = train_owl(model, tokenizer, source, recipe, args.out, resume=args.resume,
                        stop_after=args.stop_after)  # fmt: skip
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0  # under torchrun, the first process reports
     last = result["history"][-1] if result["history"] else {}
     print(json.dumps({"steps": len(result["history"]), "last": last,
                       "stopped": result["stopped"], "model": result["model_dir"]}))  # fmt: skip

@@ -11,11 +11,12 @@ through all stages; only the Q-Former, projection and LoRA weights are in it
 The data come through :class:`QaSource`, two methods: the QA rows of a
 selection, and the ``bat`` features of some rows. Batches are drawn from
 ``(seed, stage, epoch)`` alone and the dropout generator is seeded from
-``(seed, step)``, so a run resumed from ``checkpoint.pt`` (written every
+``(seed, step, micro-batch)``, so a run resumed from ``checkpoint.pt`` (written every
 ``checkpoint_every`` steps and when a run stops) continues exactly as an
 uninterrupted one. Under ``torchrun`` (``WORLD_SIZE > 1``) each process
 takes its share of every global batch and DDP averages the gradients;
-``global_batch_size = micro_batch_size * accumulation * world_size``.
+``global_batch_size = micro_batch_size * accumulation * world_size``, and
+a run gives the same steps on any number of processes (up to rounding).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import json
 import logging
 import math
 import os
+import time
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -210,7 +212,6 @@ class _Run:
 def _step(run: _Run, plan: _Plan, stage: int, step: int, global_step: int, lr: float) -> float:
     """One optimiser step; returns the mean micro-batch loss (all processes)."""
     r = run.recipe
-    torch.manual_seed(r.seed * 1_000_003 + global_step * 101 + run.rank)
     for group in run.optimizer.param_groups:
         group["lr"] = lr
     idx = _batch(plan, r, stage, step)
@@ -219,7 +220,11 @@ def _step(run: _Run, plan: _Plan, stage: int, step: int, global_step: int, lr: f
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if (
         r.bf16 and run.device.type == "cuda") else nullcontext()  # fmt: skip
     for j in range(run.accum):
-        rows = [plan.rows[i] for i in idx[(run.rank * run.accum + j) * m :][:m]]
+        micro = run.rank * run.accum + j
+        # Dropout drawn per (step, micro-batch of the global batch): the same
+        # masks whatever the number of processes.
+        torch.manual_seed(r.seed * 1_000_003 + global_step * 1009 + micro)
+        rows = [plan.rows[i] for i in idx[micro * m :][:m]]
         enc = encode_batch(run.tokenizer, [x["question"] for x in rows],
                            [x["answer"] for x in rows],
                            max_answer_tokens=run.max_answer_tokens)  # fmt: skip
@@ -303,7 +308,8 @@ def train_owl(
     device: torch.device | None = None,
 ) -> dict[str, Any]:
     """Run the recipe's curriculum; returns ``history`` (one dict per step:
-    ``stage``, ``step``, ``global_step``, ``lr``, ``loss``), ``counts``
+    ``stage``, ``step``, ``global_step``, ``lr``, ``loss``, ``seconds``
+    since this invocation started), ``counts``
     (:meth:`~agl_fast.torch.owl.OwlModel.check_trainable`), ``stopped``
     (True when ``stop_after`` optimiser steps of the whole run were reached
     first) and ``model_dir`` (the final trainable weights, ``out/owl``)."""
@@ -327,19 +333,14 @@ def train_owl(
         pos = _resume(run, out)
     model.train()
     stopped = False
+    t0 = time.perf_counter()
     while pos["stage"] < len(plans) and not stopped:
         k, stage, plan = pos["stage"], recipe.stages[pos["stage"]], plans[pos["stage"]]
         lr = stage_lr(pos["step"], plan.steps, stage.warmup_steps, stage.lr or recipe.lr)
         loss = _step(run, plan, k, pos["step"], pos["global_step"], lr)
-        pos["history"].append(
-            {
-                "stage": stage.name,
-                "step": pos["step"],
-                "global_step": pos["global_step"],
-                "lr": lr,
-                "loss": loss,
-            }
-        )
+        pos["history"].append({"stage": stage.name, "step": pos["step"],
+                               "global_step": pos["global_step"], "lr": lr, "loss": loss,
+                               "seconds": round(time.perf_counter() - t0, 3)})  # fmt: skip
         pos["step"] += 1
         pos["global_step"] += 1
         if pos["step"] >= plan.steps:
