@@ -340,3 +340,30 @@ def test_batched_generation_equals_one_at_a_time(data, trained):
     batched = generate_answers(model, tok, source, rows, batch_size=6, max_new_tokens=10)
     single = generate_answers(model, tok, source, rows, batch_size=1, max_new_tokens=10)
     assert batched == single and all(a.strip() for a in batched)
+
+
+def test_hostile_files_give_typed_errors(parts, data, tmp_path):
+    from agl_fast.exceptions import AglError
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "owl.json").write_text(json.dumps({**TINY, "qformer_heads": 5}))
+    (bad / "trainable.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ParameterError, match="multiple"):
+        load_owl(bad)
+    (bad / "owl.json").write_text(json.dumps({"decoder": "x", "no_such_size": 1}))
+    with pytest.raises(ParameterError, match="unknown"):
+        load_owl(bad)
+    (bad / "owl.json").write_text(json.dumps(parts["cfg"].to_dict()))
+    with pytest.raises(ParameterError, match="unreadable"):
+        load_owl(bad)
+    model, tok = build_owl(parts["cfg"])
+    recipe = load_recipe(None, [*OVERRIDES, "max_steps=1"])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.pt").write_bytes(b"\x00" * 64)
+    with pytest.raises(ParameterError, match="unreadable checkpoint"):
+        train_owl(model, tok, SpatialQaSource(data, None), recipe, run, resume=True)
+    source = SpatialQaSource(data, None)
+    with pytest.raises(AglError, match="missing"):
+        source.features([{"scene": "no-such-scene"}])

@@ -82,7 +82,11 @@ class SpatialQaSource:
 
         ids = [str(r["scene"]) for r in rows]
         todo = sorted({s for s in ids if s not in self._cache})
-        for sid, arrays in zip(todo, load_scenes(self.root, todo) if todo else [], strict=True):
+        try:
+            loaded = load_scenes(self.root, todo) if todo else []
+        except KeyError as exc:
+            raise ParameterError(f"questions about scenes missing from {self.root}: {exc}") from exc
+        for sid, arrays in zip(todo, loaded, strict=True):
             self._cache[sid] = np.asarray(bat(np.asarray(arrays["audio"], dtype=np.float32)),
                                           dtype=np.float32)  # fmt: skip
         for sid in ids:

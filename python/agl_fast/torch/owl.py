@@ -106,13 +106,31 @@ class OwlConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def validate(self) -> None:
+        """ParameterError when a size is out of range."""
+        sizes = ("n_queries", "qformer_layers", "qformer_hidden", "qformer_heads",
+                 "qformer_intermediate", "cross_attention_frequency", "lora_r",
+                 "max_answer_tokens")  # fmt: skip
+        bad = [k for k in sizes if not isinstance(getattr(self, k), int) or getattr(self, k) < 1]
+        if bad:
+            raise ParameterError(f"OWL sizes must be positive integers: {bad}")
+        if self.qformer_hidden % self.qformer_heads:
+            raise ParameterError(f"qformer_hidden {self.qformer_hidden} is not a multiple of "
+                                 f"qformer_heads {self.qformer_heads}")  # fmt: skip
+        if not self.target_modules or not 0.0 <= self.lora_dropout < 1.0 or self.lora_alpha <= 0:
+            raise ParameterError("LoRA needs target modules, 0 <= dropout < 1 and alpha > 0")
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OwlConfig:
+        if not isinstance(d, dict):
+            raise ParameterError(f"an OWL config is a JSON object, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ParameterError(f"unknown OWL config keys {unknown}")
-        return cls(**d)
+        cfg = cls(**d)
+        cfg.validate()
+        return cfg
 
 
 class QFormerProjector(nn.Module):
@@ -166,6 +184,7 @@ class OwlModel(nn.Module):
         super().__init__()
         from peft import LoraConfig
 
+        cfg.validate()
         self.cfg = cfg
         self.encoder = encoder
         for p in self.encoder.parameters():
@@ -359,15 +378,30 @@ def encode_batch(
     }
 
 
+def _torch_load(path: Path) -> Any:
+    """``torch.load`` of tensors and plain containers only (no code runs);
+    ParameterError for anything else or a damaged file."""
+    import pickle
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as exc:
+        why = " ".join(str(exc).split())[:200]
+        raise ParameterError(f"unreadable checkpoint {path}: {why}") from exc
+
+
 def load_sage(path: str | Path) -> SageEncoder:
     """A SAGE encoder from a checkpoint (see :class:`OwlConfig`)."""
     p = Path(path)
     if not p.is_file():
         raise ParameterError(f"no SAGE checkpoint at {p}")
-    state = torch.load(p, map_location="cpu", weights_only=True)
+    state = _torch_load(p)
     if not isinstance(state, dict):
         raise ModelStateError(f"{p} does not hold a state dict")
-    cfg = SageConfig(**state["model_config"]) if "model_config" in state else SageConfig()
+    try:
+        cfg = SageConfig(**state["model_config"]) if "model_config" in state else SageConfig()
+    except TypeError as exc:
+        raise ModelStateError(f"{p}: bad model_config: {exc}") from exc
     model = SageEncoder(cfg)
     load_checkpoint(model, state)
     return model.eval()
@@ -410,9 +444,16 @@ def load_owl(path: str | Path, *, dtype: torch.dtype | None = None) -> tuple[Owl
         p = p / "owl"
     if not (p / CONFIG_FILE).is_file() or not (p / WEIGHTS_FILE).is_file():
         raise ParameterError(f"no OWL model in {p} ({CONFIG_FILE} and {WEIGHTS_FILE} expected)")
-    cfg = OwlConfig.from_dict(json.loads((p / CONFIG_FILE).read_text(encoding="utf-8")))
+    try:
+        raw = json.loads((p / CONFIG_FILE).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ParameterError(f"unreadable {p / CONFIG_FILE}: {exc}") from exc
+    cfg = OwlConfig.from_dict(raw)
+    state = _torch_load(p / WEIGHTS_FILE)
+    if not isinstance(state, dict):
+        raise ModelStateError(f"{p / WEIGHTS_FILE} does not hold a state dict")
     model, tokenizer = build_owl(cfg, dtype=dtype)
-    model.load_trainable(torch.load(p / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+    model.load_trainable(state)
     return model.eval(), tokenizer
 
 

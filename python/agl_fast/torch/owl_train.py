@@ -38,7 +38,7 @@ import tomllib
 import torch
 
 from ..exceptions import ParameterError
-from .owl import OwlModel, encode_batch, save_owl
+from .owl import OwlModel, _torch_load, encode_batch, save_owl
 
 __all__ = ["OwlRecipe", "OwlStage", "QaSource", "load_recipe", "stage_lr", "train_owl"]
 
@@ -264,8 +264,12 @@ def _resume(run: _Run, out: Path) -> dict[str, Any]:
     path = out / CHECKPOINT
     if not path.is_file():
         raise ParameterError(f"--resume: no {CHECKPOINT} in {out}")
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    if state["recipe"]["stages"] != run.recipe.to_dict()["stages"]:
+    state = _torch_load(path)
+    try:
+        same = state["recipe"]["stages"] == run.recipe.to_dict()["stages"]
+    except (KeyError, TypeError) as exc:
+        raise ParameterError(f"{path} is not an OWL training checkpoint: {exc}") from exc
+    if not same:
         raise ParameterError(f"{path} was written with other stages than this recipe's")
     run.model.load_trainable(state["trainable"])
     run.optimizer.load_state_dict(state["optimizer"])
