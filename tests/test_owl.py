@@ -367,3 +367,16 @@ def test_hostile_files_give_typed_errors(parts, data, tmp_path):
     source = SpatialQaSource(data, None)
     with pytest.raises(AglError, match="missing"):
         source.features([{"scene": "no-such-scene"}])
+
+
+def test_bfloat16_decoder_keeps_the_trained_weights_float32(parts, data):
+    model, tok = build_owl(parts["cfg"], dtype=torch.bfloat16)
+    assert model.llm.get_input_embeddings().weight.dtype == torch.bfloat16
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    assert {p.dtype for p in trainable} == {torch.float32}
+    source = SpatialQaSource(data, None)
+    rows = source.rows[:2]
+    enc = encode_batch(tok, [r["question"] for r in rows], [r["answer"] for r in rows])
+    loss = model(source.features(rows), **enc).loss
+    loss.backward()
+    assert math.isfinite(float(loss.detach())) and all(p.grad is not None for p in trainable)

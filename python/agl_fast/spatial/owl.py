@@ -127,7 +127,7 @@ def _infer(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str]]:
     if not rows:
         raise ParameterError(f"no question in {args.data} for split={args.split} "
                              f"types={args.types}")  # fmt: skip
-    model, tokenizer = load_owl(args.model)
+    model, tokenizer = load_owl(args.model, dtype=_dtype(args.decoder_dtype))
     answers = generate_answers(model, tokenizer, source, rows, batch_size=args.batch_size,
                                max_new_tokens=args.max_new_tokens, bf16=args.bf16)  # fmt: skip
     out = Path(args.out)
@@ -153,6 +153,15 @@ def evaluate_owl(rows: list[dict[str, Any]], answers: list[str], out: str | Path
     return report
 
 
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
 def _run_train(args: argparse.Namespace) -> int:
     from ..torch.owl import DEFAULT_TARGET_MODULES, OwlConfig, build_owl
     from ..torch.owl_train import load_recipe, train_owl
@@ -171,7 +180,7 @@ def _run_train(args: argparse.Namespace) -> int:
         sizes["target_modules"] = list(args.target_modules or DEFAULT_TARGET_MODULES)
     cfg = OwlConfig.from_dict(sizes)
     source = SpatialQaSource(args.data, args.split or None)
-    model, tokenizer = build_owl(cfg, seed=recipe.seed)
+    model, tokenizer = build_owl(cfg, dtype=_dtype(args.decoder_dtype), seed=recipe.seed)
     counts = model.check_trainable()
     print(json.dumps({"trainable_parameters": counts}))
     result = train_owl(model, tokenizer, source, recipe, args.out, resume=args.resume,
@@ -219,6 +228,8 @@ def _add_query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=8, help="questions per generation batch")
     p.add_argument("--max-new-tokens", type=int, default=128, help="answer length limit")
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (CUDA)")
+    p.add_argument("--decoder-dtype", choices=DTYPES, default="float32",
+                   help="dtype of the frozen decoder weights (bfloat16 on a GPU)")  # fmt: skip
 
 
 def add_parser(ssub: Any) -> None:
@@ -232,6 +243,9 @@ def add_parser(ssub: Any) -> None:
     tr.add_argument("--decoder", required=True, help="transformers causal LM (name or dir)")
     tr.add_argument("--sage", type=Path, required=True, help="SAGE checkpoint (.pt)")
     tr.add_argument("--tokenizer", default=None, help="tokenizer (default: the decoder's)")
+    tr.add_argument("--decoder-dtype", choices=DTYPES, default="float32",
+                    help="dtype of the frozen decoder weights (bfloat16 on a GPU; the "
+                    "trained weights stay float32)")  # fmt: skip
     tr.add_argument("--recipe", type=Path, default=None,
                     help="recipe TOML (default: the paper's, shipped)")  # fmt: skip
     tr.add_argument("--set", action="append", metavar="KEY=VALUE",

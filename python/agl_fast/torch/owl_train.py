@@ -84,7 +84,6 @@ class OwlRecipe:
     seed: int = 0
     checkpoint_every: int = 500
     bf16: bool = True
-    max_new_tokens: int = 128
     stages: list[OwlStage] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -322,6 +321,8 @@ def train_owl(
     counts = model.check_trainable()
     _LOG.info("trainable parameters: %s", counts)
     wrapped, dev, rank, world = _setup(model, device)
+    if recipe.bf16 and dev.type != "cuda":
+        _LOG.warning("bf16 autocast is for CUDA: training in float32 on %s", dev)
     per_pass = recipe.micro_batch_size * world
     if recipe.global_batch_size % per_pass:
         raise ParameterError(f"global_batch_size {recipe.global_batch_size} is not a multiple "
