@@ -180,7 +180,15 @@ def test_shipped_recipe_is_the_papers_curriculum():
     t = load_recipe(None, [*OVERRIDES, "stage3.epochs=1.5"])
     assert [s.max_steps for s in t.stages] == [4] * 4 and t.stages[0].warmup_steps == 2
     assert t.stages[3].epochs == 1.5 and t.lr == 1e-2 and t.bf16 is False
-    for bad in ("nokey=1", "stage9.epochs=1", "lr"):
+    for bad in (
+        "nokey=1",
+        "stage9.epochs=1",
+        "lr",
+        "micro_batch_size=0",
+        "stage2.epochs=0",
+        "bf16=maybe",
+        "lr=fast",
+    ):
         with pytest.raises(ParameterError):
             load_recipe(None, [bad])
     # Half-cycle cosine warm-up to the base rate, then cosine decay.

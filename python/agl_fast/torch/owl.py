@@ -153,7 +153,7 @@ class QFormerProjector(nn.Module):
             cross_attention_frequency=cfg.cross_attention_frequency,
         )
         self.query = nn.Parameter(torch.zeros(1, cfg.n_queries, cfg.qformer_hidden))
-        nn.init.normal_(self.query, std=qcfg.initializer_range)
+        nn.init.normal_(self.query, std=1.0)  # as the authors' projector (the Q-Former normalises)
         self.qformer = Blip2QFormerModel(qcfg)
         self.linear = nn.Linear(cfg.qformer_hidden, d_model)
         self.norm = nn.LayerNorm(d_model, eps=1e-5)

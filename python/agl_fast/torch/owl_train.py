@@ -150,6 +150,13 @@ def load_recipe(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         recipe = _apply(recipe, o)
     if not recipe.stages:
         raise ParameterError("the recipe has no stage")
+    counts = ("global_batch_size", "micro_batch_size", "checkpoint_every")
+    if any(int(getattr(recipe, k)) < 1 for k in counts) or recipe.lr <= 0:
+        raise ParameterError(f"{', '.join(counts)} must be >= 1 and lr > 0")
+    for s in recipe.stages:
+        if s.epochs <= 0 or s.warmup_steps < 0 or (s.max_steps is not None and s.max_steps < 1):
+            raise ParameterError(f"stage {s.name}: epochs > 0, warmup_steps >= 0 and "
+                                 "max_steps >= 1 required")  # fmt: skip
     return recipe
 
 
@@ -316,6 +323,8 @@ def train_owl(
     (:meth:`~agl_fast.torch.owl.OwlModel.check_trainable`), ``stopped``
     (True when ``stop_after`` optimiser steps of the whole run were reached
     first) and ``model_dir`` (the final trainable weights, ``out/owl``)."""
+    if stop_after is not None and stop_after < 1:
+        raise ParameterError(f"stop_after must be >= 1, got {stop_after}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     counts = model.check_trainable()
