@@ -5,7 +5,9 @@ read from a released one, :mod:`.readers`) is sent with its scene's binaural
 mixture, as a two-channel 16-bit WAV, through the query harness of
 :mod:`agl_fast.alm` (OpenAI-compatible, Gemini, vLLM, ...; rate limits,
 retries, the SQLite cache, so an interrupted run resumes). The prompt is
-:data:`PREAMBLE` followed by the question. The answers are read with
+:data:`PREAMBLE` followed by the question. ``--model owl:PATH`` asks a local
+OWL model (:mod:`agl_fast.torch.owl`, its own instruction template) instead
+of a provider. The answers are read with
 :mod:`.answers` and scored with OWL's metrics (:func:`.answers.score_qa`).
 
 Outputs, under ``--out``: ``results.sqlite`` (the harness's store),
@@ -30,6 +32,8 @@ import numpy as np
 __all__ = ["PREAMBLE", "PROMPT_ID", "add_parser", "ask", "read_qa"]
 
 PROMPT_ID = "owl-spatial/v1"
+OWL_PREFIX = "owl:"
+OWL_PROMPT_ID = "owl-instruction/v1"  # agl_fast.torch.owl.PROMPT_TEMPLATE
 PREAMBLE = (
     "You are listening to a binaural recording: the first channel is the left ear, the second "
     "the right ear. Answer the question about the sounds. Give directions as clock positions "
@@ -123,6 +127,10 @@ def ask(args: argparse.Namespace) -> int:
         )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if str(args.model).startswith(OWL_PREFIX):
+        return _ask_owl(args, rows, out)
+    if args.provider is None:
+        raise ParameterError("--provider is required (except with --model owl:PATH)")
     caps = CAPABILITIES[args.provider]
     params = request_params(args)
     extra = sampling_free(params)
@@ -171,6 +179,31 @@ def ask(args: argparse.Namespace) -> int:
     return exit_status(summary)
 
 
+def _ask_owl(args: argparse.Namespace, rows: list[dict[str, Any]], out: Path) -> int:
+    """The questions to a local OWL model (``--model owl:PATH``), same outputs."""
+    import pyarrow.parquet as pq
+
+    from ..torch.owl import load_owl
+    from ..torch.owl_infer import generate_answers
+    from .answers import score_qa
+    from .owl import SpatialQaSource
+
+    path = str(args.model)[len(OWL_PREFIX) :]
+    model, tokenizer = load_owl(path)
+    source = SpatialQaSource(args.data, args.split)
+    texts = generate_answers(model, tokenizer, source, rows, batch_size=args.owl_batch_size)
+    keys = [f"{r['scene']}-{i:06d}" for i, r in enumerate(rows)]
+    classes = ["ok" if t.strip() else "blocked" for t in texts]
+    pq.write_table(_answers_table(keys, rows, texts, classes, [None] * len(rows)),
+                   str(out / "answers.parquet"))  # fmt: skip
+    scores = score_qa(rows, texts)
+    scores.update(n_failed=0, provider="owl", model=args.model, prompt_id=OWL_PROMPT_ID)
+    (out / "scores.json").write_text(json.dumps(scores, indent=1, default=str), encoding="utf-8")
+    print(json.dumps({k: v for k, v in scores.items() if k not in ("provider", "prompt_id")},
+                     default=str))  # fmt: skip
+    return 0
+
+
 def add_parser(ssub: Any) -> None:
     """Register ``spatial ask``."""
     from ..alm.options import PROVIDERS, add_request_options
@@ -181,8 +214,13 @@ def add_parser(ssub: Any) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--data", type=Path, required=True, help="dataset with qa.jsonl")
-    p.add_argument("--provider", required=True, choices=PROVIDERS)
-    p.add_argument("--model", required=True)
+    p.add_argument("--provider", default=None, choices=PROVIDERS,
+                   help="required, except for a local OWL model")  # fmt: skip
+    p.add_argument("--model", required=True,
+                   help="the provider's model name, or owl:PATH (a local OWL model "
+                   "directory, asked with OWL's own prompt template)")  # fmt: skip
+    p.add_argument("--owl-batch-size", type=int, default=8,
+                   help="questions per generation batch (owl:PATH)")  # fmt: skip
     p.add_argument("--split", default="test", help="split asked about (all: --split '')")
     p.add_argument("--types", nargs="*", default=None, choices=("I", "II", "III", "IV"),
                    help="question types (default: all)")  # fmt: skip

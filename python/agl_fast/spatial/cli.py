@@ -12,6 +12,10 @@ small SAGE on remixed sources and reports its errors on held-out rooms
 audio-language model the dataset's spatial questions and scores the answers
 with OWL's metrics (:mod:`agl_fast.spatial.ask`).
 
+``agl-fast spatial owl train|infer|eval`` trains OWL (SAGE + Q-Former +
+a causal LM with LoRA) with the paper's curriculum, and answers and scores
+a dataset's questions with it (:mod:`agl_fast.spatial.owl`).
+
 ``agl-fast spatial infer AUDIO... --model sage.onnx`` prints one JSON line
 per file: azimuth and elevation (degrees), distance (m), the most probable
 events, the execution provider, and (``--embeddings DIR``) writes the
@@ -48,8 +52,10 @@ def add_parser(sub: Any) -> None:
     _add_train(ssub)
     _add_experiment(ssub)
     from .ask import add_parser as add_ask
+    from .owl import add_parser as add_owl
 
     add_ask(ssub)
+    add_owl(ssub)
 
 
 def _add_infer(ssub: Any) -> None:

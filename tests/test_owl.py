@@ -1,0 +1,390 @@
+"""OWL (SAGE + Q-Former + causal LM with LoRA): model, curriculum, resume, eval.
+
+Everything is built here from configs: a tiny SAGE, a word-level tokenizer
+over the QA vocabulary and tiny random LLaMA- and Qwen2-architecture
+decoders; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+pytest.importorskip("pyroomacoustics")
+
+import torch
+
+from agl_fast.cli import main
+from agl_fast.exceptions import ParameterError
+from agl_fast.spatial.answers import score_qa
+from agl_fast.spatial.dataset import build_dataset
+from agl_fast.spatial.owl import TABLE3_COLUMNS, SpatialQaSource
+from agl_fast.torch.owl import (
+    IGNORE_INDEX,
+    PROMPT_TEMPLATE,
+    OwlConfig,
+    build_owl,
+    encode_batch,
+    load_owl,
+    paper_parameter_count,
+)
+from agl_fast.torch.owl_train import load_recipe, stage_lr, train_owl
+from agl_fast.torch.sage import SageConfig, SageEncoder
+
+SPECIALS = ["<unk>", "<pad>", "<s>", "</s>"]
+TINY = {"n_queries": 4, "qformer_layers": 2, "qformer_hidden": 32, "qformer_heads": 2,
+        "qformer_intermediate": 64, "max_answer_tokens": 64}  # fmt: skip
+# A test override of the shipped recipe: a few steps per stage, a short warm-up.
+OVERRIDES = ["max_steps=4", "stage1_single.warmup_steps=2", "lr=1e-2", "global_batch_size=4",
+             "micro_batch_size=2", "bf16=false"]  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: threads only contend
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("owl_ds")
+    build_dataset(root, 8, seed=5, seconds=0.5, receiver="two_mic", max_sources=2, test_every=1)
+    return root
+
+
+def _tokenizer(rows):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = set(PROMPT_TEMPLATE.split())
+    for r in rows:
+        words |= set(r["question"].split()) | set(r["answer"].split())
+    vocab = {w: i for i, w in enumerate(SPECIALS + sorted(words))}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", pad_token="<pad>",
+                                   bos_token="<s>", eos_token="</s>")  # fmt: skip
+
+
+def _decoder(kind, vocab_size):
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
+
+    common = {"vocab_size": vocab_size, "hidden_size": 32, "intermediate_size": 64,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "max_position_embeddings": 512, "pad_token_id": 1, "bos_token_id": 2,
+              "eos_token_id": 3, "initializer_range": 0.3}  # fmt: skip
+    cfg = LlamaConfig(**common) if kind == "llama" else Qwen2Config(**common)
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(cfg)
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2"])
+def parts(request, data, tmp_path_factory):
+    """Saved tiny decoder + tokenizer and SAGE checkpoint; the OWL config."""
+    d = tmp_path_factory.mktemp(f"owl_{request.param}")
+    rows = SpatialQaSource(data, None).rows
+    tok = _tokenizer(rows)
+    tok.save_pretrained(d / "tokenizer")
+    _decoder(request.param, len(tok)).save_pretrained(d / "decoder")
+    torch.manual_seed(1)
+    scfg = SageConfig(embed_dim=32, depth=1, num_heads=2, target_frame=64, num_classes=8)
+    torch.save({"model": SageEncoder(scfg).state_dict(), "model_config": scfg.to_dict()},
+               d / "sage.pt")  # fmt: skip
+    cfg = OwlConfig(decoder=str(d / "decoder"), sage=str(d / "sage.pt"),
+                    tokenizer=str(d / "tokenizer"), **TINY)  # fmt: skip
+    (d / "owl_config.json").write_text(json.dumps(TINY))
+    return {"dir": d, "cfg": cfg, "kind": request.param}
+
+
+def _mean_loss(model, tok, source, rows):
+    model.eval()
+    with torch.no_grad():
+        enc = encode_batch(tok, [r["question"] for r in rows], [r["answer"] for r in rows])
+        return float(model(source.features(rows), **enc).loss)
+
+
+def test_forward_shapes_and_answer_only_labels(parts, data):
+    model, tok = build_owl(parts["cfg"])
+    source = SpatialQaSource(data, None)
+    rows = source.rows[:3]
+    enc = encode_batch(tok, [r["question"] for r in rows], [r["answer"] for r in rows])
+    feats = source.features(rows)
+    assert tuple(feats.shape[:2]) == (3, 4) and feats.shape[3] == 128
+    out = model(feats, **enc)
+    n = enc["input_ids"].shape[1]
+    assert tuple(out.logits.shape) == (3, 4 + n, len(tok))
+    assert tuple(model.audio_tokens(feats).shape) == (3, 4, 32)
+    assert math.isfinite(float(out.loss.detach()))
+    # Labels: the answer words and EOS, nothing of the prompt or padding.
+    for i, r in enumerate(rows):
+        lab = enc["labels"][i][enc["labels"][i] != IGNORE_INDEX].tolist()
+        assert tok.decode(lab[:-1]) == r["answer"] and lab[-1] == tok.eos_token_id
+
+
+def test_only_projector_and_lora_receive_gradients(parts, data):
+    model, tok = build_owl(parts["cfg"])
+    source = SpatialQaSource(data, None)
+    rows = source.rows[:2]
+    enc = encode_batch(tok, [r["question"] for r in rows], [r["answer"] for r in rows])
+    model.train()
+    model(source.features(rows), **enc).loss.backward()
+    n_lora_b = 0
+    for name, p in model.named_parameters():
+        trainable = name.startswith("encoder_projector.") or ".lora_" in name
+        assert p.requires_grad == trainable, name
+        if trainable:
+            assert p.grad is not None, name
+            if ".lora_B." in name or name.startswith("encoder_projector.qformer.encoder"):
+                assert float(p.grad.abs().sum()) > 0, name
+            n_lora_b += ".lora_B." in name
+        else:
+            assert p.grad is None, name
+    assert n_lora_b == 2 * 2  # q_proj and v_proj of both layers
+    counts = model.check_trainable()
+    # LoRA r=8 on q (32 -> 32) and v (32 -> 16, two KV heads of 8) in 2 layers.
+    assert counts["lora"] == 2 * (8 * (32 + 32) + 8 * (32 + 16))
+    assert counts["trainable"] == counts["lora"] + counts["projector"] < counts["total"]
+
+
+def test_paper_sizes_trainable_count_on_meta():
+    qv = paper_parameter_count(("q_proj", "v_proj"))
+    qkv = paper_parameter_count(("q_proj", "k_proj", "v_proj"))
+    assert qv["lora"] == 32 * 2 * 8 * (4096 + 4096)  # 4.19 M: the paper's "4.1M"
+    assert abs(qv["lora"] / qv["decoder"] - 0.00062) < 0.00001  # its "0.062%"
+    assert qkv["lora"] == 32 * 3 * 8 * (4096 + 4096)
+    assert 6.7e9 < qv["decoder"] < 6.8e9  # LLaMA-2-7B
+    # "~0.8%" matches neither LoRA set, nor LoRA with the projector.
+    for c in (qv, qkv):
+        assert abs(c["lora"] / c["total"] - 0.008) > 0.005
+        assert abs(c["trainable"] / c["total"] - 0.008) > 0.002
+
+
+def test_shipped_recipe_is_the_papers_curriculum():
+    r = load_recipe()
+    assert [(s.name, s.types, s.n_sources, s.epochs, s.warmup_steps) for s in r.stages] == [
+        ("stage1_single", ["I", "II"], [1], 2, 5000),
+        ("stage1_dual", ["I", "II"], [2], 2, 0),
+        ("stage2", ["III"], [2], 2, 0),
+        ("stage3", ["IV"], [2], 3, 0),
+    ]
+    assert (r.lr, r.weight_decay, r.grad_clip, r.global_batch_size) == (1e-4, 0.01, 1.0, 8)
+    t = load_recipe(None, [*OVERRIDES, "stage3.epochs=1.5"])
+    assert [s.max_steps for s in t.stages] == [4] * 4 and t.stages[0].warmup_steps == 2
+    assert t.stages[3].epochs == 1.5 and t.lr == 1e-2 and t.bf16 is False
+    for bad in (
+        "nokey=1",
+        "stage9.epochs=1",
+        "lr",
+        "micro_batch_size=0",
+        "stage2.epochs=0",
+        "bf16=maybe",
+        "lr=fast",
+    ):
+        with pytest.raises(ParameterError):
+            load_recipe(None, [bad])
+    # Half-cycle cosine warm-up to the base rate, then cosine decay.
+    w = [stage_lr(s, 10, 4, 1.0) for s in range(10)]
+    assert w[0] == pytest.approx(0.5 * (1 - math.cos(math.pi / 4))) and w[3] == pytest.approx(1)
+    assert all(a < b for a, b in itertools.pairwise(w[:4]))
+    assert all(a > b for a, b in itertools.pairwise(w[4:])) and w[4] == pytest.approx(1)
+
+
+@pytest.fixture(scope="module")
+def trained(parts, data):
+    out = parts["dir"] / "run"
+    argv = ["spatial", "owl", "train", "--data", str(data), "--out", str(out), "--split", "",
+            "--decoder", parts["cfg"].decoder, "--sage", parts["cfg"].sage,
+            "--tokenizer", parts["cfg"].tokenizer,
+            "--model-config", str(parts["dir"] / "owl_config.json")]  # fmt: skip
+    for o in OVERRIDES:
+        argv += ["--set", o]
+    assert main(argv) == 0
+    return out
+
+
+def test_curriculum_runs_all_stages_and_loss_falls(parts, data, trained, capsys):
+    hist = [json.loads(x) for x in (trained / "metrics.jsonl").read_text().splitlines()]
+    stages = [h["stage"] for h in hist]
+    # Steps: epochs x ceil(questions / 4), at most 4: 6 single-source Type I-II
+    # questions (2 epochs), 13 dual ones, 4 of Type III (2 epochs), 4 of Type IV (3).
+    assert stages == ["stage1_single"] * 4 + ["stage1_dual"] * 4 + ["stage2"] * 2 + ["stage3"] * 3
+    assert [h["global_step"] for h in hist] == list(range(13))
+    assert hist[0]["lr"] < hist[1]["lr"] == pytest.approx(1e-2)
+    source = SpatialQaSource(data, None)
+    rows = source.rows  # the fixed tiny QA set
+    fresh, tok = build_owl(parts["cfg"])  # the run's initial weights (same seed)
+    after, _ = load_owl(trained / "owl")
+    assert _mean_loss(after, tok, source, rows) < 0.92 * _mean_loss(fresh, tok, source, rows)
+
+
+def test_resume_mid_stage_continues_exactly(parts, data, tmp_path):
+    source = SpatialQaSource(data, None)
+    recipe = load_recipe(None, [*OVERRIDES, "max_steps=2", "checkpoint_every=1000"])
+    model, tok = build_owl(parts["cfg"])
+    full = train_owl(model, tok, source, recipe, tmp_path / "a")
+    model, tok = build_owl(parts["cfg"])
+    part = train_owl(model, tok, source, recipe, tmp_path / "b", stop_after=3)
+    assert part["stopped"] and len(part["history"]) == 3  # mid stage1_dual
+    model, tok = build_owl(parts["cfg"], seed=123)  # other initial weights: all must come back
+    rest = train_owl(model, tok, source, recipe, tmp_path / "b", resume=True)
+    assert not rest["stopped"]
+    assert [h["loss"] for h in rest["history"]] == [h["loss"] for h in full["history"]]
+    a = torch.load(tmp_path / "a" / "owl" / "trainable.pt")
+    b = torch.load(tmp_path / "b" / "owl" / "trainable.pt")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_owl_eval_writes_the_table3_report(parts, data, trained, tmp_path, capsys):
+    out = tmp_path / "eval"
+    argv = [
+        "spatial",
+        "owl",
+        "eval",
+        "--data",
+        str(data),
+        "--model",
+        str(trained / "owl"),
+        "--out",
+        str(out),
+        "--split",
+        "",
+        "--batch-size",
+        "4",
+        "--max-new-tokens",
+        "24",
+    ]
+    assert main(argv) == 0
+    rows = SpatialQaSource(data, None).rows
+    got = [json.loads(x) for x in (out / "answers.jsonl").read_text().splitlines()]
+    assert [g["question"] for g in got] == [r["question"] for r in rows]
+    report = json.loads((out / "report.json").read_text())
+    expected = score_qa(rows, [g["model_output"] for g in got])
+    assert len(report["columns"]) == len(TABLE3_COLUMNS) == 12
+    for (group, col, key), (name, value) in zip(TABLE3_COLUMNS, report["columns"].items(),
+                                                strict=True):  # fmt: skip
+        assert name == f"{group} / {col}"
+        assert value is not None and 0.0 <= value <= 100.0, name
+        assert value == pytest.approx(100 * expected[key], abs=0.01)
+    md = (out / "report.md").read_text()
+    assert md.count("|") > 24 and "Type IV CoT: BA" in md
+
+
+def test_owl_errors_are_typed(tmp_path, capsys):
+    with pytest.raises(ParameterError):
+        load_owl(tmp_path)
+    argv = ["spatial", "owl", "eval", "--data", str(tmp_path), "--model", str(tmp_path),
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 2
+    assert "error:" in capsys.readouterr().err
+    assert np.isfinite(stage_lr(0, 1, 0, 1.0))
+
+
+def test_spatial_ask_scores_a_local_owl_model(data, trained, tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "ask"
+    argv = ["spatial", "ask", "--data", str(data), "--model", f"owl:{trained / 'owl'}",
+            "--out", str(out), "--types", "III", "IV", "--owl-batch-size", "4"]  # fmt: skip
+    assert main(argv) == 0
+    table = pq.read_table(out / "answers.parquet").to_pylist()
+    rows = [r for r in SpatialQaSource(data, "test").rows if r["type"] in ("III", "IV")]
+    assert [t["question"] for t in table] == [r["question"] for r in rows]
+    scores = json.loads((out / "scores.json").read_text())
+    expected = score_qa(rows, [t["model_output"] for t in table])
+    assert scores["provider"] == "owl" and scores["n"] == expected["n"]
+    for key in ("III_ba", "IV_detection", "IV_direction", "IV_ba"):
+        assert scores[key] == pytest.approx(expected[key])
+    # Without owl: a provider is still required.
+    assert main(["spatial", "ask", "--data", str(data), "--model", "m", "--out", str(out)]) == 2
+    assert "--provider is required" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_torchrun_ddp_gives_the_one_process_steps(parts, data, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if parts["kind"] != "llama":
+        pytest.skip("the process layout does not depend on the decoder: one run is enough")
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    if torchrun is None:
+        pytest.skip("torchrun not installed")
+    args = ["spatial", "owl", "train", "--data", str(data), "--split", "",
+            "--decoder", parts["cfg"].decoder, "--sage", parts["cfg"].sage,
+            "--tokenizer", parts["cfg"].tokenizer,
+            "--model-config", str(parts["dir"] / "owl_config.json")]  # fmt: skip
+    for o in [*OVERRIDES, "max_steps=2"]:
+        args += ["--set", o]
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # fmt: skip
+    two = [torchrun, "--nproc_per_node", "2", "--master_port", "29531", "-m", "agl_fast"]
+    subprocess.run([*two, *args, "--out", str(tmp_path / "ddp")], env=env, check=True,
+                   capture_output=True, timeout=300)  # fmt: skip
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    ddp = [json.loads(x) for x in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
+    one = [json.loads(x) for x in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    assert len(ddp) == len(one) == 8
+    assert [h["loss"] for h in ddp] == pytest.approx([h["loss"] for h in one], rel=1e-5)
+
+
+def test_batched_generation_equals_one_at_a_time(data, trained):
+    from agl_fast.torch.owl_infer import generate_answers
+
+    source = SpatialQaSource(data, None)
+    rows = source.rows[:6]  # prompts of different lengths: left padding
+    assert len({len(r["question"].split()) for r in rows}) > 2
+    model, tok = load_owl(trained / "owl")
+    batched = generate_answers(model, tok, source, rows, batch_size=6, max_new_tokens=10)
+    single = generate_answers(model, tok, source, rows, batch_size=1, max_new_tokens=10)
+    assert batched == single and all(a.strip() for a in batched)
+
+
+def test_hostile_files_give_typed_errors(parts, data, tmp_path):
+    from agl_fast.exceptions import AglError
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "owl.json").write_text(json.dumps({**TINY, "qformer_heads": 5}))
+    (bad / "trainable.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ParameterError, match="multiple"):
+        load_owl(bad)
+    (bad / "owl.json").write_text(json.dumps({"decoder": "x", "no_such_size": 1}))
+    with pytest.raises(ParameterError, match="unknown"):
+        load_owl(bad)
+    (bad / "owl.json").write_text(json.dumps(parts["cfg"].to_dict()))
+    with pytest.raises(ParameterError, match="unreadable"):
+        load_owl(bad)
+    model, tok = build_owl(parts["cfg"])
+    recipe = load_recipe(None, [*OVERRIDES, "max_steps=1"])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.pt").write_bytes(b"\x00" * 64)
+    with pytest.raises(ParameterError, match="unreadable checkpoint"):
+        train_owl(model, tok, SpatialQaSource(data, None), recipe, run, resume=True)
+    source = SpatialQaSource(data, None)
+    with pytest.raises(AglError, match="missing"):
+        source.features([{"scene": "no-such-scene"}])
+
+
+def test_bfloat16_decoder_keeps_the_trained_weights_float32(parts, data):
+    model, tok = build_owl(parts["cfg"], dtype=torch.bfloat16)
+    assert model.llm.get_input_embeddings().weight.dtype == torch.bfloat16
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    assert {p.dtype for p in trainable} == {torch.float32}
+    source = SpatialQaSource(data, None)
+    rows = source.rows[:2]
+    enc = encode_batch(tok, [r["question"] for r in rows], [r["answer"] for r in rows])
+    loss = model(source.features(rows), **enc).loss
+    loss.backward()
+    assert math.isfinite(float(loss.detach())) and all(p.grad is not None for p in trainable)
