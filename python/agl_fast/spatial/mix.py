@@ -40,9 +40,12 @@ def spatialize(
 ) -> np.ndarray:
     """Binaural mixture ``[2, seconds * sr]`` (float32) of mono sources.
 
-    As BAT does, each source is scaled to ``loudness_dbfs`` RMS, zero-padded
-    or cut to ``seconds``, and rendered through its BRIR keeping the first
-    ``seconds`` (``fftconvolve(mode='truncate')``); the renders are summed.
+    As OWL's loader does (``SpatialAudioDatasetJsonl.load_waveform``), each
+    source is scaled to ``loudness_dbfs`` RMS, rendered through its BRIR and
+    cut or zero-padded to ``seconds`` (here: zero-padded or cut first, then
+    ``fftconvolve(mode='truncate')``, the same first ``seconds`` of the full
+    convolution); the renders are averaged, not summed (two sources: half
+    their sum; one source: as it is).
     """
     if len(sources) != len(brirs) or not sources:
         raise ParameterError(
@@ -57,4 +60,4 @@ def spatialize(
         x = np.zeros(n, dtype=np.float32)
         x[: min(n, len(s))] = normalize(s, loudness_dbfs)[:n]
         out += fftconvolve(x, np.asarray(h, dtype=np.float32), mode="truncate")
-    return out
+    return out / np.float32(len(sources))
