@@ -154,3 +154,47 @@ def test_late_tail_coherence_follows_the_diffuse_field_model(receiver):
     assert model[0] > 0.8 and abs(model[5]) < 0.1
     # The earlier tail (independent ears) would fail at 125 Hz.
     assert abs(0.1 - model[0]) > 0.5
+
+
+def test_two_sources_are_averaged_as_owls_loader_does(rng):
+    from scipy.signal import fftconvolve
+
+    from agl_fast.spatial.mix import spatialize
+
+    n = 2 * SR
+    dry = [rng.standard_normal(3 * SR), rng.standard_normal(SR // 2)]
+    rirs = [rng.standard_normal((2, 800)) * np.exp(-np.arange(800) / 100.0) for _ in range(2)]
+    want = np.zeros((2, n))
+    for y, h in zip(dry, rirs, strict=True):
+        y = y * (10 ** (-14 / 20) / np.sqrt(np.mean(y**2)))  # -14 dBFS RMS of the whole clip
+        wet = fftconvolve(y[None], h, mode="full")[:, :n]  # full convolution, then cut / pad
+        want[:, : wet.shape[1]] += wet / 2  # averaged, not summed
+    got = spatialize(dry, [h.astype(np.float32) for h in rirs], sr=SR, seconds=2.0)
+    np.testing.assert_allclose(got, want, atol=2e-4 * np.abs(want).max())
+
+
+def test_qa_from_indices_renders_on_demand(rng):
+    from agl_fast.spatial.mix import render_indices, spatialize
+    from agl_fast.spatial.qa import qa_from_indices
+
+    labels = [sim.bat_labels((0, 0, 0), 0.0, p) for p in [(1, 0, 0), (0, 2, 0), (-3, 0, 1)]]
+    rooms = [0, 0, 1]
+    events = ["Dog", "Siren", "Speech", "Cat"]
+    rows = qa_from_indices(labels, rooms, events, 40, np.random.default_rng(0), dual=0.5)
+    items = {r["scene"] for r in rows}
+    assert len(items) == 40
+    for r in rows:
+        assert len(r["rirs"]) == len(r["sources"]) == r["n_sources"]
+        assert len({rooms[i] for i in r["rirs"]}) == 1  # two sources share a room
+        assert r["events"] == [events[s] for s in r["sources"]]
+    assert {r["n_sources"] for r in rows} == {1, 2}
+    assert rows == qa_from_indices(labels, rooms, events, 40, np.random.default_rng(0), dual=0.5)
+    brirs = [rng.standard_normal((2, 64)).astype(np.float32) for _ in labels]
+    dry = [rng.standard_normal(SR // 4) for _ in events]
+    row = next(r for r in rows if r["n_sources"] == 2)
+    y = render_indices(row, brirs.__getitem__, dry.__getitem__, seconds=0.5)
+    want = spatialize([dry[s] for s in row["sources"]], [brirs[i] for i in row["rirs"]],
+                      seconds=0.5)  # fmt: skip
+    np.testing.assert_array_equal(y, want)
+    with pytest.raises(sim.ParameterError, match="as many"):
+        render_indices({"rirs": [0], "sources": []}, brirs.__getitem__, dry.__getitem__)

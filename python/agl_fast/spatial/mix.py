@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..exceptions import ParameterError
 from ..room import fftconvolve
 from .defaults import CLIP_SECONDS, LOUDNESS_DBFS, SR
 
-__all__ = ["normalize", "spatialize"]
+__all__ = ["normalize", "render_indices", "spatialize"]
 
 
 def normalize(y: np.ndarray, dbfs: float) -> np.ndarray:
@@ -61,3 +63,22 @@ def spatialize(
         x[: min(n, len(s))] = normalize(s, loudness_dbfs)[:n]
         out += fftconvolve(x, np.asarray(h, dtype=np.float32), mode="truncate")
     return out / np.float32(len(sources))
+
+
+def render_indices(
+    row: dict,
+    rir: Callable[[int], np.ndarray],
+    source: Callable[[int], np.ndarray],
+    *,
+    sr: int = SR,
+    seconds: float = CLIP_SECONDS,
+) -> np.ndarray:
+    """The mixture ``[2, seconds * sr]`` of an index-built QA row
+    (:func:`agl_fast.spatial.qa.qa_from_indices`): ``source(i)`` (mono) of each
+    of its ``sources`` through ``rir(j)`` (``[2, L]``) of its ``rirs``, mixed
+    by :func:`spatialize`."""
+    rirs, sources = list(row.get("rirs", [])), list(row.get("sources", []))
+    if not rirs or len(rirs) != len(sources):
+        raise ParameterError(f"row needs as many 'rirs' as 'sources', got {rirs} and {sources}")
+    return spatialize([source(int(i)) for i in sources], [rir(int(j)) for j in rirs], sr=sr,
+                      seconds=seconds)  # fmt: skip
