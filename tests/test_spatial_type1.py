@@ -125,3 +125,39 @@ def test_embedding_scores_and_inputs(tmp_path):
     csv.write_text('index,mid,display_name\n0,/m/01,"Cat"\n1,/m/02,"Rodents, rats, mice"\n')
     assert read_class_labels(csv) == ["Cat", "Rodents, rats, mice"]
     assert math.isclose(float(np.linalg.norm(VECTORS["Cat"])), 1.0)
+
+
+def test_spatial_ask_scores_type1_with_owls_protocol(tmp_path, monkeypatch, capsys):
+    from agl_fast.cli import main
+
+    monkeypatch.setenv("VLLM_API_KEY", KEY)
+    monkeypatch.setenv("AGL_FAST_KEYS", str(tmp_path / "no-keys.ini"))
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = _rows()
+    (data / "qa.jsonl").write_text("".join(json.dumps({**r, "split": "test"}) + "\n"
+                                           for r in rows))  # fmt: skip
+    (data / "scenes.jsonl").write_text("".join(json.dumps({"id": r["scene"]}) + "\n"
+                                               for r in rows))  # fmt: skip
+    scenes = data / "scenes"
+    scenes.mkdir()
+    for i, r in enumerate(rows):  # clips of different lengths tell the scenes apart
+        np.savez(scenes / f"{r['scene']}.npz", audio=np.zeros((2, 1000 + 10 * i), np.float32))
+    labels = tmp_path / "labels.csv"
+    labels.write_text("index,mid,display_name\n" + "".join(
+        f"{i},/m/{i},{n}\n" for i, n in enumerate(VOCAB)))  # fmt: skip
+    fake = FakeEmbeddings(KEY, answers={k: json.dumps(v) for k, v in VECTORS.items()})
+    fake.answer_fn = lambda clip, body: SAID[int(clip.split("-")[1]) // 10 - 100] if clip else ""
+    url = fake.start() + "/v1"
+    try:
+        args = ["spatial", "ask", "--data", str(data), "--provider", "vllm", "--model", "m",
+                "--base-url", url, "--out", str(tmp_path / "o"), "--no-progress",
+                "--sample-rate", "0", "--type1", "embedding", "--class-labels", str(labels),
+                "--embedding-provider", "vllm", "--embedding-base-url", url]  # fmt: skip
+        assert main(args) == 0
+    finally:
+        fake.stop()
+    scores = json.loads((tmp_path / "o" / "scores.json").read_text())
+    assert scores["I_protocol"] == "embedding"
+    assert scores["I_map_single"] == pytest.approx((0.7 + 0.5 + 2) / 4, abs=1e-12)
+    capsys.readouterr()
