@@ -180,24 +180,21 @@ def diffuse_coherence(
 ) -> np.ndarray:
     """Interaural coherence (real part) of a diffuse field at the receiver.
 
-    With ``hrtf`` (:class:`.hrtf.Hrtf`): ``Re sum_d w_d H_L H_R^* /
-    sqrt(sum_d w_d |H_L|^2 sum_d w_d |H_R|^2)`` over the set's directions,
-    each weighted by the inverse of its neighbourhood's density so that the
-    sphere counts uniformly where it is measured. Without: two
+    With ``hrtf`` (:class:`.hrtf.Hrtf`): its ``coherence``
+    (:func:`.hrtf.diffuse_field_coherence`, the set averaged over its
+    directions), interpolated to ``freqs``. Without: two
     omnidirectional microphones ``spacing`` metres apart in free field,
     ``sin(k d) / (k d)``.
     """
     f = np.asarray(freqs, dtype=np.float64)
     if hrtf is None:
         return np.asarray(np.sinc(2 * f * spacing / c))
-    u = np.asarray(hrtf.directions, dtype=np.float64)
-    w = 1.0 / np.exp(40.0 * (u @ u.T - 1.0)).sum(axis=1)
-    n_fft = max(4 * hrtf.irs.shape[-1], 1024)
-    spec = np.fft.rfft(np.asarray(hrtf.irs, dtype=np.float64), n_fft, axis=-1)
-    cross = np.real(np.einsum("d,df->f", w, spec[:, 0] * np.conj(spec[:, 1])))
-    ll = np.einsum("d,df->f", w, np.abs(spec[:, 0]) ** 2)
-    rr = np.einsum("d,df->f", w, np.abs(spec[:, 1]) ** 2)
-    gamma = cross / np.sqrt(np.maximum(ll * rr, 1e-30))
+    gamma = hrtf.coherence
+    if not np.size(gamma):
+        from .hrtf import diffuse_field_coherence
+
+        gamma = diffuse_field_coherence(hrtf.directions, hrtf.irs)
+    n_fft = 4 * hrtf.irs.shape[-1]
     return np.interp(f, np.fft.rfftfreq(n_fft, 1.0 / hrtf.sr), gamma)
 
 

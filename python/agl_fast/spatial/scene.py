@@ -224,7 +224,7 @@ def _sample_room(
         coeffs = np.stack([material_absorption(m) for m in mats])
         t = float(np.mean(eyring_rt60(dim, coeffs, air)[2:4]))
         absorption = tuple(float(x) for x in coeffs[:, :6].mean(axis=1))
-        if abs(t - target) <= 0.025:
+        if abs(t - target) <= 0.025 and lo <= t <= hi:
             return dim, mats, absorption
         if fallback is None and lo <= t <= hi:
             fallback = (dim, mats, absorption)
@@ -249,7 +249,8 @@ def sample_scene(
     reverberation time (Eyring with air absorption, mean of the 500 Hz and
     1 kHz bands) is spread uniformly over ``rt60_range`` (BiDepth's 0.1-0.4
     s): a target is drawn uniformly in the range and rooms are drawn until
-    one lies within 0.025 s of it (any room in the range after 2000 draws);
+    one in the range lies within 0.025 s of it (any room in the range after
+    2000 draws);
     scattering 0.05-0.5; listener at ear height 1.2-1.8 m, at least
     0.5 m from every wall, facing a uniform direction. Sources: azimuth
     uniform, elevation normal around the horizontal (sd 12 degrees, within

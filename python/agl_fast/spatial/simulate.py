@@ -1,8 +1,11 @@
 """BiDepth-style binaural scene simulation in shoebox rooms.
 
-Rooms come from ``pyroomacoustics`` (the ``spatial`` extra): random
-dimensions, one random energy absorption and scattering coefficient per wall,
-image sources up to ``max_order`` plus ray tracing for the late tail.
+Shoebox rooms (``pyroomacoustics``, the ``spatial`` extra, gives the image
+sources and their per-band wall damping): octave-band materials per wall
+and air absorption (:mod:`.acoustics`), image sources up to ``max_order``,
+then a statistical binaural late tail with Eyring's decay per band and the
+interaural coherence of a diffuse field at the receiver
+(:func:`.acoustics.diffuse_tail`).
 
 Binaural receiver (``receiver``):
 
@@ -12,11 +15,10 @@ Binaural receiver (``receiver``):
     ``libmysofa1`` installs (``/usr/share/libmysofa/MIT_KEMAR_normal_pinna.sofa``).
     Every image source up to ``max_order`` is rendered through the HRIR of
     its direction (nearest measured direction, in the head frame) with the
-    image's wall damping and ``1 / distance`` spreading, delayed by its
-    travel time; the ray-traced tail (the energy of the reflections of
-    higher order, which ``pyroomacoustics`` computes apart from the image
-    sources) is picked up by two omnidirectional microphones at the ears and
-    filtered by the diffuse-field HRIR of each ear.
+    image's wall damping and air attenuation per octave band and ``1 /
+    distance`` spreading, delayed by its travel time; the late tail has the
+    diffuse-field coherence computed from the HRIR set and is filtered by
+    the diffuse-field HRIR of each ear.
     HRIRs are resampled to ``sr`` and scaled to unit mean energy over
     directions and ears.
 ``'two_mic'``
@@ -24,7 +26,8 @@ Binaural receiver (``receiver``):
     microphones 0.18 m apart on the interaural axis (so the interaural time
     difference is physical), and a head-shadow filter on each ear from the
     direction of the direct sound (the one-pole, one-zero spherical-head
-    model of Brown and Duda, head radius 0.09 m).
+    model of Brown and Duda, head radius 0.09 m) on the image sources; the
+    late tail has the free-field coherence of the two microphones.
 ``'auto'``
     ``'hrtf'`` when a SOFA file is found, else ``'two_mic'``.
 
@@ -74,6 +77,7 @@ _log = logging.getLogger("agl_fast.spatial")
 
 __all__ = [
     "DEFAULT_SOFA",
+    "WALLS",
     "Door",
     "Hrtf",
     "Scene",
@@ -85,6 +89,7 @@ __all__ = [
     "simulate_brir",
     "simulate_scene",
     "spatialize",
+    "wall_absorption",
 ]
 
 DEFAULT_SOFA = (
@@ -124,7 +129,8 @@ def _sofa_or_warn(receiver: str) -> Path | None:
     return path
 
 
-_WALLS = ("east", "west", "north", "south", "floor", "ceiling")
+#: The order of a scene's surfaces in ``absorption`` and ``materials``.
+WALLS = ("east", "west", "north", "south", "floor", "ceiling")
 
 
 def wall_absorption(spec: SceneSpec) -> np.ndarray:
@@ -132,7 +138,7 @@ def wall_absorption(spec: SceneSpec) -> np.ndarray:
     named materials (:func:`.acoustics.material_absorption`), else each wall's
     broadband ``absorption`` in every band."""
     if spec.materials:
-        if len(spec.materials) != len(_WALLS):
+        if len(spec.materials) != len(WALLS):
             raise ParameterError(f"materials must name 6 walls, got {len(spec.materials)}")
         return np.stack([material_absorption(m) for m in spec.materials])
     return np.repeat(np.asarray(spec.absorption, dtype=np.float64)[:, None], len(BAND_CENTRES), 1)
@@ -144,7 +150,7 @@ def _images(spec: SceneSpec, sr: int, source: Any, order: int, coeffs: np.ndarra
     mats = {
         w: pra.Material({"coeffs": [float(x) for x in a], "center_freqs": list(BAND_CENTRES)},
                         float(spec.scattering))
-        for w, a in zip(_WALLS, coeffs, strict=True)
+        for w, a in zip(WALLS, coeffs, strict=True)
     }  # fmt: skip
     room = pra.ShoeBox(list(spec.room_dim), fs=sr, materials=mats, max_order=order,
                        air_absorption=False)  # fmt: skip
