@@ -104,6 +104,7 @@ def test_embeddings_retry_and_fail_typed(server, tmp_path):
                            provider="vllm", base_url=base, key=KEY,
                            limits=Limits(backoff_base=0.01, concurrency=1))  # fmt: skip
     np.testing.assert_array_equal(got, np.eye(4)[:2])
+    assert fetch_embeddings([], model="m", store=tmp_path / "a.sqlite").shape == (0, 0)
     # A text the server has no vector for: a malformed answer, retried, then a typed error.
     with pytest.raises(EmbeddingError, match="1 of 2 texts"):
         fetch_embeddings(["Cat", f"unknown {uuid.uuid4()}"], model="m",

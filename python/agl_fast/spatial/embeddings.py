@@ -140,6 +140,8 @@ def fetch_embeddings(
         When the server's embeddings differ in length.
     """
     clean = [str(t).replace("\n", " ") for t in texts]
+    if not clean:
+        return np.zeros((0, 0))
     prov = make_provider(provider, key, base_url=base_url)
     emb = OpenAIEmbeddings(prov.name, key, base_url=prov.base_url, timeout=prov.timeout)
     prompt_hash = hashlib.sha256(EMBEDDING_PROMPT_ID.encode()).hexdigest()

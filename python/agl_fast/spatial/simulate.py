@@ -364,7 +364,7 @@ def simulate_scene(
     through_door: float = 0.0,
 ) -> Scene:
     """Simulate every source of a scene (drawn from a seed if an int is given;
-    that seed also seeds the ray tracer unless ``rt_seed`` is given).
+    that seed also seeds the late tail's noise unless ``rt_seed`` is given).
 
     Labels carry ``through_door`` (bool); for sources behind a door also
     ``path_m`` (source to door to listener, m) and ``door_azimuth`` (BAT
