@@ -198,3 +198,18 @@ def test_qa_from_indices_renders_on_demand(rng):
     np.testing.assert_array_equal(y, want)
     with pytest.raises(sim.ParameterError, match="as many"):
         render_indices({"rirs": [0], "sources": []}, brirs.__getitem__, dry.__getitem__)
+
+
+def test_rir_pool_feeds_qa_from_indices():
+    from agl_fast.spatial.mix import render_indices
+    from agl_fast.spatial.qa import qa_from_indices
+
+    brirs, labels, rooms = sim.rir_pool([3, 4], 2, receiver="two_mic", max_order=1)
+    assert rooms == [0, 0, 1, 1] and len(brirs) == len(labels) == 4
+    spec = sim.sample_scene(np.random.default_rng(4), n_sources=2)
+    assert labels[2]["azimuth"] == sim.bat_labels(spec.listener, spec.yaw_deg,
+                                                  spec.sources[0])["azimuth"]  # fmt: skip
+    assert all(lab["rt60"] > 0 for lab in labels)
+    rows = qa_from_indices(labels, rooms, ["Dog", "Cat"], 6, np.random.default_rng(1))
+    y = render_indices(rows[0], brirs.__getitem__, lambda i: np.ones(800), seconds=0.1)
+    assert y.shape == (2, 3200) and np.all(np.isfinite(y))

@@ -85,6 +85,7 @@ __all__ = [
     "bat_labels",
     "find_sofa",
     "load_sofa",
+    "rir_pool",
     "sample_scene",
     "simulate_brir",
     "simulate_scene",
@@ -407,3 +408,25 @@ def simulate_scene(
         labels.append(lab)
         acoustics.append(_acoustics(h, sr))
     return Scene(spec, brirs, sr, mode, labels, acoustics)
+
+
+def rir_pool(
+    seeds: list[int], positions: int, **kwargs: Any
+) -> tuple[list[np.ndarray], list[dict[str, Any]], list[int]]:
+    """A pool of BRIRs for :func:`agl_fast.spatial.qa.qa_from_indices`.
+
+    One room per seed (:func:`simulate_scene` with ``n_sources=positions``
+    and ``kwargs``), each with ``positions`` source positions. Returns the
+    BRIRs (``[2, L]`` float32), their BAT labels (with the scene's
+    ``acoustics`` entries) and the index of the room each belongs to.
+    """
+    brirs: list[np.ndarray] = []
+    labels: list[dict[str, Any]] = []
+    rooms: list[int] = []
+    for r, seed in enumerate(seeds):
+        scene = simulate_scene(int(seed), n_sources=positions, **kwargs)
+        for h, lab, ac in zip(scene.brirs, scene.labels, scene.acoustics, strict=True):
+            brirs.append(h)
+            labels.append({**lab, **ac})
+            rooms.append(r)
+    return brirs, labels, rooms
