@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from .metrics import (
 from .qa import CLOCK_WORDS, OPPOSITE, QUESTION_TYPES
 
 __all__ = [
+    "TYPE1_PROTOCOLS",
     "parse_answer",
     "parse_clocks",
     "parse_events",
@@ -198,6 +200,43 @@ def parse_answer(row: dict[str, Any], answer: str) -> dict[str, Any]:
     raise KeyError(f"unknown question type {qtype!r}")
 
 
+#: Type I detection protocols of :func:`score_qa`: ``match`` (the event names
+#: of the scene read from the answer, 0/1 scores over the names seen) and
+#: ``embedding`` (OWL's: cosine similarity of the answer's embedding with
+#: every class name of a vocabulary).
+TYPE1_PROTOCOLS = ("match", "embedding")
+
+
+def embedding_map(
+    answers: list[str],
+    targets: list[list[str]],
+    vocabulary: list[str],
+    embed: Callable[[list[str]], Any],
+) -> float:
+    """OWL's Type I mAP: per-class AP of the answers' embedding similarity to
+    each class name, over the classes with a positive.
+
+    ``embed(texts) -> [len(texts), D]`` (e.g. :func:`.embeddings.fetch_embeddings`
+    with its settings bound); reference names are matched to ``vocabulary``
+    in lower case, as OWL does, and one outside it raises ParameterError.
+    """
+    from ..exceptions import ParameterError
+    from .embeddings import embedding_scores
+
+    index = {name.lower(): i for i, name in enumerate(vocabulary)}
+    t = np.zeros((len(targets), len(vocabulary)))
+    for i, names in enumerate(targets):
+        for name in names:
+            if name.lower() not in index:
+                raise ParameterError(f"reference event {name!r} is not in the vocabulary")
+            t[i, index[name.lower()]] = 1.0
+    if not targets:
+        return math.nan
+    vecs = np.asarray(embed([*vocabulary, *answers]), dtype=np.float64)
+    scores = embedding_scores(vecs[len(vocabulary) :], vecs[: len(vocabulary)])
+    return float(mean_average_precision(t, scores))
+
+
 def _map(pred: list[list[str]], true: list[list[str]]) -> float:
     vocab = sorted({e for x in true + pred for e in x})
     if not true or not vocab:
@@ -207,15 +246,40 @@ def _map(pred: list[list[str]], true: list[list[str]]) -> float:
     return float(mean_average_precision(t, p))
 
 
-def score_qa(rows: list[dict[str, Any]], answers: list[str]) -> dict[str, Any]:
+def _type1_map(
+    one: list[tuple[dict[str, Any], dict[str, Any], str]],
+    vocabulary: list[str] | None,
+    embed: Callable[[list[str]], Any] | None,
+) -> float:
+    """Type I mAP of (row, parsed, answer) triples: OWL's embedding protocol
+    with ``embed``, else the 0/1 match."""
+    targets = [r["target_events"] for r, _, _ in one]
+    if embed is not None and vocabulary is not None:
+        return embedding_map([a for _, _, a in one], targets, vocabulary, embed)
+    return _map([p["target_events"] for _, p, _ in one], targets)
+
+
+def score_qa(
+    rows: list[dict[str, Any]],
+    answers: list[str],
+    *,
+    type1: str = "match",
+    vocabulary: list[str] | None = None,
+    embed: Callable[[list[str]], Any] | None = None,
+) -> dict[str, Any]:
     """OWL's metrics over QA rows and free-text answers (one per row).
+
+    ``type1`` picks the Type I protocol (:data:`TYPE1_PROTOCOLS`):
+    ``'match'`` (the default) or ``'embedding'``, OWL's, which needs the
+    class ``vocabulary`` and an ``embed`` function (:func:`embedding_map`).
 
     Returns
     -------
     dict
         ``n`` per type and, where the type occurs: ``I_map_single``,
-        ``I_map_dual`` (detection mAP of the parsed event sets, answers as
-        0/1 scores, in [0, 1]); ``II_doa12_single``, ``II_doa12_dual``,
+        ``I_map_dual`` (detection mAP in [0, 1]: of the parsed event sets,
+        answers as 0/1 scores, or OWL's embedding similarity; ``I_protocol``
+        says which); ``II_doa12_single``, ``II_doa12_dual``,
         ``II_doa4_single``, ``II_doa4_dual`` (12-sector and 4-quadrant
         accuracy, :func:`.metrics.doa_accuracy`), ``II_der_single``,
         ``II_der_dual`` (share of distances off by > 0.5 m; an unreadable
@@ -226,25 +290,31 @@ def score_qa(rows: list[dict[str, Any]], answers: list[str]) -> dict[str, Any]:
         of other types (a released dataset's own question types) are
         counted in ``n['other']`` and not scored.
     """
-    if len(rows) != len(answers):
-        from ..exceptions import ShapeError
+    from ..exceptions import ParameterError, ShapeError
 
+    if len(rows) != len(answers):
         raise ShapeError(f"one answer per row required, got {len(rows)} rows and "
                          f"{len(answers)} answers")  # fmt: skip
+    if type1 not in TYPE1_PROTOCOLS:
+        raise ParameterError(f"type1 must be one of {TYPE1_PROTOCOLS}, got {type1!r}")
+    if type1 == "embedding" and (vocabulary is None or embed is None):
+        raise ParameterError("type1='embedding' needs a vocabulary and an embed function")
+    if type1 == "match":
+        vocabulary = embed = None
     n_other = sum(r.get("type") not in QUESTION_TYPES for r in rows)
     kept = [(r, a) for r, a in zip(rows, answers, strict=True) if r.get("type") in QUESTION_TYPES]
     rows, answers = [r for r, _ in kept], [a for _, a in kept]
     parsed = [parse_answer(r, a) for r, a in zip(rows, answers, strict=True)]
     out: dict[str, Any] = {"n": {t: sum(r["type"] == t for r in rows) for t in QUESTION_TYPES}}
     out["n"]["other"] = n_other
+    out["I_protocol"] = type1
     for tag, single in (("single", True), ("dual", False)):
-        sel = [(r, p) for r, p in zip(rows, parsed, strict=True)
+        sel = [(r, p, a) for r, p, a in zip(rows, parsed, answers, strict=True)
                if (r["n_sources"] == 1) == single]  # fmt: skip
-        one = [(r, p) for r, p in sel if r["type"] == "I"]
+        one = [(r, p, a) for r, p, a in sel if r["type"] == "I"]
         if one:
-            out[f"I_map_{tag}"] = _map([p["target_events"] for _, p in one],
-                                       [r["target_events"] for r, _ in one])  # fmt: skip
-        two = [(r, p) for r, p in sel if r["type"] == "II"]
+            out[f"I_map_{tag}"] = _type1_map(one, vocabulary, embed)
+        two = [(r, p) for r, p, _ in sel if r["type"] == "II"]
         if two:
             pc = [p["clock"] for _, p in two]
             tc = [r["clock"] for r, _ in two]

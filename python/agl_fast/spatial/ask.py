@@ -170,7 +170,7 @@ def ask(args: argparse.Namespace) -> int:
     classes = [(g or {}).get("answer_class") or "not_started" for g in got]
     table = _answers_table(keys, rows, texts, classes, got)
     pq.write_table(table, str(out / "answers.parquet"))
-    scores = score_qa(rows, texts)
+    scores = score_qa(rows, texts, **_type1_options(args, out))
     scores["n_failed"] = sum(c not in ("ok", "blocked") for c in classes)
     scores.update(provider=args.provider, model=args.model, prompt_id=PROMPT_ID)
     (out / "scores.json").write_text(json.dumps(scores, indent=1, default=str), encoding="utf-8")
@@ -204,6 +204,30 @@ def _ask_owl(args: argparse.Namespace, rows: list[dict[str, Any]], out: Path) ->
     return 0
 
 
+def _type1_options(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """``score_qa``'s Type I options: OWL's embedding protocol (``--type1
+    embedding``: the vocabulary of ``--class-labels``, embeddings through the
+    harness into the run's store) or the 0/1 match."""
+    import functools
+
+    from ..alm.keys import resolve_key
+    from ..exceptions import ParameterError
+    from .embeddings import fetch_embeddings, read_class_labels
+
+    if args.type1 == "match":
+        return {"type1": "match"}
+    if args.class_labels is None:
+        raise ParameterError("--type1 embedding needs --class-labels (a class_labels_indices CSV)")
+    prov = args.embedding_provider
+    embed = functools.partial(
+        fetch_embeddings, model=args.embedding_model, store=out / "results.sqlite", provider=prov,
+        base_url=args.embedding_base_url, key=resolve_key(prov, required=prov != "vllm"),
+        progress=not args.no_progress,
+    )  # fmt: skip
+    return {"type1": "embedding", "vocabulary": read_class_labels(args.class_labels),
+            "embed": embed}  # fmt: skip
+
+
 def add_parser(ssub: Any) -> None:
     """Register ``spatial ask``."""
     from ..alm.options import PROVIDERS, add_request_options
@@ -226,6 +250,16 @@ def add_parser(ssub: Any) -> None:
                    help="question types (default: all)")  # fmt: skip
     p.add_argument("--sample-rate", type=int, default=32000, help="0 keeps the file's rate")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
+    p.add_argument("--type1", default="match", choices=("match", "embedding"),
+                   help="Type I protocol: 0/1 match of the scene's event names, or OWL's "
+                   "embedding similarity over --class-labels")  # fmt: skip
+    p.add_argument("--class-labels", type=Path, default=None,
+                   help="class vocabulary CSV (index,mid,display_name; OWL: SpatialSoundQA's "
+                   "class_labels_indices_subset.csv, 355 classes)")  # fmt: skip
+    p.add_argument("--embedding-model", default="text-embedding-ada-002")
+    p.add_argument("--embedding-provider", default="openai", choices=PROVIDERS)
+    p.add_argument("--embedding-base-url", default=None,
+                   help="base URL (.../v1) of an OpenAI-style embeddings endpoint")  # fmt: skip
     add_request_options(p)
     p.set_defaults(run=_run)
 

@@ -20,3 +20,5 @@ N_FFT = 1024
 HOP = 320
 #: Farthest source distance a scene places and a question asks about (m).
 MAX_DISTANCE = 10.0
+#: Mid-frequency reverberation time range of sampled rooms (s), BiDepth's.
+RT60_RANGE = (0.1, 0.4)

@@ -42,6 +42,12 @@ Each row carries what scoring needs: ``type``, ``n_sources``, ``kind``,
 with) and the target labels (``target_events``; ``clock``, ``vertical``,
 ``distance_m``; ``label``; ``side``, ``on_side``, ``clocks``).
 Positions come from the BAT labels (:func:`agl_fast.spatial.simulate.bat_labels`).
+
+:func:`qa_from_indices` builds QA over a pool of RIRs and a pool of dry
+sources instead of stored mixtures: each row names its RIRs (``rirs``) and
+sources (``sources``) by index, and its mixture is rendered when needed
+(:func:`agl_fast.spatial.mix.render_indices`), so storage grows with the
+pools, not with the number of questions.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ __all__ = [
     "generate_qa",
     "on_side",
     "position_answer",
+    "qa_from_indices",
     "quantize_distance",
     "vertical",
 ]
@@ -373,4 +380,62 @@ def generate_qa(
     add("IV", "cot", _T4_QUESTION[side], text, side=side, on_side=on,
         clocks=[clock(x["azimuth"]) for x in labels[:2]],
         verticals=[vertical(x["elevation"]) for x in labels[:2]])  # fmt: skip
+    return rows
+
+
+def qa_from_indices(
+    labels: list[dict[str, Any]],
+    rooms: list[int],
+    events: list[str],
+    n_items: int,
+    rng: np.random.Generator,
+    *,
+    dual: float = 0.5,
+    split: str = "train",
+) -> list[dict[str, Any]]:
+    """QA rows over (RIR, source) indices, without mixtures.
+
+    Parameters
+    ----------
+    labels : list of dict
+        BAT labels of each RIR of the pool (``azimuth``, ``elevation``,
+        ``distance_m``).
+    rooms : list of int
+        The room (one listener position) each RIR belongs to; the two sources
+        of a dual-source item are two RIRs of one room.
+    events : list of str
+        The event name of each dry source of the pool.
+    n_items : int
+        Number of items (mixtures); each gives the rows of :func:`generate_qa`.
+    rng : np.random.Generator
+    dual : float
+        Share of dual-source items (where the room has two RIRs and the pool
+        two sources).
+    split : str
+
+    Returns
+    -------
+    list of dict
+        :func:`generate_qa` rows with ``scene`` the item id (``"item-000007"``),
+        ``rirs`` (RIR indices) and ``sources`` (source indices), in source order.
+    """
+    from ..exceptions import ParameterError
+
+    if len(labels) != len(rooms) or not labels or not events:
+        raise ParameterError(f"one room per RIR and non-empty pools required, got {len(labels)} "
+                             f"labels, {len(rooms)} rooms, {len(events)} sources")  # fmt: skip
+    by_room: dict[int, list[int]] = {}
+    for i, r in enumerate(rooms):
+        by_room.setdefault(int(r), []).append(i)
+    rows: list[dict[str, Any]] = []
+    for k in range(int(n_items)):
+        first = int(rng.integers(len(labels)))
+        mates = [i for i in by_room[int(rooms[first])] if i != first]
+        two = bool(mates) and len(events) > 1 and rng.random() < dual
+        rirs = [first, int(rng.choice(mates))] if two else [first]
+        srcs = [int(x) for x in rng.choice(len(events), size=len(rirs), replace=False)]
+        item = f"item-{k:06d}"
+        for row in generate_qa(item, [events[s] for s in srcs], [labels[r] for r in rirs], rng,
+                               split=split):  # fmt: skip
+            rows.append({**row, "rirs": rirs, "sources": srcs})
     return rows

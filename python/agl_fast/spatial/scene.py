@@ -14,10 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import InternalError
-from .defaults import MAX_DISTANCE
+from ..exceptions import InternalError, ParameterError
+from .acoustics import air_absorption, eyring_rt60, material_absorption
+from .defaults import MAX_DISTANCE, RT60_RANGE
 
 __all__ = [
+    "CEILING_MATERIALS",
+    "FLOOR_MATERIALS",
+    "WALL_MATERIALS",
     "WALL_NORMALS",
     "Door",
     "Scene",
@@ -100,7 +104,11 @@ class SceneSpec:
 
     ``doors`` holds, per source, the :class:`Door` it is heard through when
     it stands in an adjoining room (``None`` for a source in the room); an
-    empty list means every source is in the room.
+    empty list means every source is in the room. ``materials`` names each
+    wall's material in ``pyroomacoustics``' database (octave-band absorption,
+    :func:`agl_fast.spatial.acoustics.material_absorption`); then
+    ``absorption`` holds their means over 125 Hz-4 kHz, for reference. An
+    empty tuple: ``absorption`` is each wall's absorption in every band.
     """
 
     room_dim: tuple[float, float, float]
@@ -110,6 +118,7 @@ class SceneSpec:
     yaw_deg: float
     sources: list[tuple[float, float, float]]
     doors: list[Door | None] = field(default_factory=list)
+    materials: tuple[str, ...] = ()
 
     def door(self, k: int) -> Door | None:
         """The door source ``k`` is heard through, if any."""
@@ -174,17 +183,75 @@ def _sample_door(
     return door, (src[0], src[1], src[2])
 
 
+#: Materials (``pyroomacoustics``' database) drawn for the side walls.
+WALL_MATERIALS = (
+    "plasterboard", "brickwork", "rough_concrete", "wooden_lining", "glass_window",
+    "smooth_brickwork_10mm_pointing", "curtains_velvet", "curtains_cotton_0.5",
+    "curtains_densely_woven", "gypsum_board", "rockwool_50mm_80kgm3",
+    "panel_fabric_covered_8pcf", "acoustical_plaster_25mm", "fibre_absorber_1",
+)  # fmt: skip
+#: Materials drawn for the floor.
+FLOOR_MATERIALS = (
+    "linoleum_on_concrete", "concrete_floor", "marble_floor", "wood_16mm", "carpet_cotton",
+    "carpet_tufted_9.5mm", "carpet_tufted_9m", "carpet_hairy", "carpet_6mm_open_cell_foam",
+    "carpet_1.35_kg_m2",
+)  # fmt: skip
+#: Materials drawn for the ceiling.
+CEILING_MATERIALS = (
+    "ceiling_plasterboard", "ceiling_fibre_absorber", "ceiling_fissured_tile",
+    "ceiling_perforated_gypsum_board", "ceiling_melamine_foam", "ceiling_metal_panel",
+    "plasterboard",
+)  # fmt: skip
+_MAX_ROOM_DRAWS = 2000
+
+
+def _sample_room(
+    rng: np.random.Generator, rt60_range: tuple[float, float]
+) -> tuple[tuple[float, float, float], tuple[str, ...], tuple[float, ...]]:
+    """Dimensions, surface materials and their mean absorption (125 Hz-4 kHz)
+    of a room whose mid-frequency RT60 follows ``rt60_range`` (see
+    :func:`sample_scene`)."""
+    lo, hi = (float(x) for x in rt60_range)
+    if not 0 < lo <= hi:
+        raise ParameterError(f"rt60_range must be 0 < low <= high, got {rt60_range}")
+    target = float(rng.uniform(lo, hi))
+    air = air_absorption()
+    fallback = None
+    for _ in range(_MAX_ROOM_DRAWS):
+        dim = (float(rng.uniform(3, 12)), float(rng.uniform(3, 12)), float(rng.uniform(2.5, 4.0)))
+        walls = [str(x) for x in rng.choice(WALL_MATERIALS, size=4)]
+        mats = (*walls, str(rng.choice(FLOOR_MATERIALS)), str(rng.choice(CEILING_MATERIALS)))
+        coeffs = np.stack([material_absorption(m) for m in mats])
+        t = float(np.mean(eyring_rt60(dim, coeffs, air)[2:4]))
+        absorption = tuple(float(x) for x in coeffs[:, :6].mean(axis=1))
+        if abs(t - target) <= 0.025 and lo <= t <= hi:
+            return dim, mats, absorption
+        if fallback is None and lo <= t <= hi:
+            fallback = (dim, mats, absorption)
+    if fallback is None:
+        raise ParameterError(f"no room with a mid-frequency RT60 in {rt60_range} s was drawn")
+    return fallback
+
+
 def sample_scene(
     rng: np.random.Generator,
     *,
     n_sources: int = 1,
     max_distance: float = MAX_DISTANCE,
     through_door: float = 0.0,
+    rt60_range: tuple[float, float] = RT60_RANGE,
 ) -> SceneSpec:
     """Draw a room, a listener and sources.
 
-    Rooms 3-12 m by 3-12 m by 2.5-4 m; per-wall energy absorption uniform in
-    0.02-0.6, scattering 0.05-0.5; listener at ear height 1.2-1.8 m, at least
+    Rooms 3-12 m by 3-12 m by 2.5-4 m with a material of ``pyroomacoustics``'
+    database per surface (:data:`WALL_MATERIALS`, :data:`FLOOR_MATERIALS`,
+    :data:`CEILING_MATERIALS`), drawn so that the room's mid-frequency
+    reverberation time (Eyring with air absorption, mean of the 500 Hz and
+    1 kHz bands) is spread uniformly over ``rt60_range`` (BiDepth's 0.1-0.4
+    s): a target is drawn uniformly in the range and rooms are drawn until
+    one in the range lies within 0.025 s of it (any room in the range after
+    2000 draws);
+    scattering 0.05-0.5; listener at ear height 1.2-1.8 m, at least
     0.5 m from every wall, facing a uniform direction. Sources: azimuth
     uniform, elevation normal around the horizontal (sd 12 degrees, within
     +-60), distance log-normal with its mode at 1.8 m (within 0.3 m and
@@ -194,8 +261,7 @@ def sample_scene(
     behind the wall; no random number is drawn for doors when
     ``through_door`` is 0, so such scenes are unchanged.
     """
-    dim = (rng.uniform(3, 12), rng.uniform(3, 12), rng.uniform(2.5, 4.0))
-    absorption = tuple(float(a) for a in rng.uniform(0.02, 0.6, size=6))
+    dim, materials, absorption = _sample_room(rng, rt60_range)
     scattering = float(rng.uniform(0.05, 0.5))
     listener = (
         rng.uniform(0.5, dim[0] - 0.5),
@@ -238,4 +304,5 @@ def sample_scene(
         yaw,
         sources,
         doors if any(d is not None for d in doors) else [],
+        materials,
     )

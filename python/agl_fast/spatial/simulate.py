@@ -1,8 +1,11 @@
 """BiDepth-style binaural scene simulation in shoebox rooms.
 
-Rooms come from ``pyroomacoustics`` (the ``spatial`` extra): random
-dimensions, one random energy absorption and scattering coefficient per wall,
-image sources up to ``max_order`` plus ray tracing for the late tail.
+Shoebox rooms (``pyroomacoustics``, the ``spatial`` extra, gives the image
+sources and their per-band wall damping): octave-band materials per wall
+and air absorption (:mod:`.acoustics`), image sources up to ``max_order``,
+then a statistical binaural late tail with Eyring's decay per band and the
+interaural coherence of a diffuse field at the receiver
+(:func:`.acoustics.diffuse_tail`).
 
 Binaural receiver (``receiver``):
 
@@ -12,11 +15,10 @@ Binaural receiver (``receiver``):
     ``libmysofa1`` installs (``/usr/share/libmysofa/MIT_KEMAR_normal_pinna.sofa``).
     Every image source up to ``max_order`` is rendered through the HRIR of
     its direction (nearest measured direction, in the head frame) with the
-    image's wall damping and ``1 / distance`` spreading, delayed by its
-    travel time; the ray-traced tail (the energy of the reflections of
-    higher order, which ``pyroomacoustics`` computes apart from the image
-    sources) is picked up by two omnidirectional microphones at the ears and
-    filtered by the diffuse-field HRIR of each ear.
+    image's wall damping and air attenuation per octave band and ``1 /
+    distance`` spreading, delayed by its travel time; the late tail has the
+    diffuse-field coherence computed from the HRIR set and is filtered by
+    the diffuse-field HRIR of each ear.
     HRIRs are resampled to ``sr`` and scaled to unit mean energy over
     directions and ears.
 ``'two_mic'``
@@ -24,7 +26,8 @@ Binaural receiver (``receiver``):
     microphones 0.18 m apart on the interaural axis (so the interaural time
     difference is physical), and a head-shadow filter on each ear from the
     direction of the direct sound (the one-pole, one-zero spherical-head
-    model of Brown and Duda, head radius 0.09 m).
+    model of Brown and Duda, head radius 0.09 m) on the image sources; the
+    late tail has the free-field coherence of the two microphones.
 ``'auto'``
     ``'hrtf'`` when a SOFA file is found, else ``'two_mic'``.
 
@@ -52,6 +55,17 @@ import numpy as np
 
 from ..exceptions import ParameterError
 from ..room import room_parameters
+from .acoustics import (
+    BAND_CENTRES,
+    SPEED_OF_SOUND,
+    air_absorption,
+    band_masks,
+    diffuse_coherence,
+    diffuse_tail,
+    eyring_rt60,
+    material_absorption,
+    pra_module,
+)
 from .defaults import MAX_ORDER, SR
 from .hrtf import Hrtf, load_sofa
 from .mix import spatialize
@@ -63,6 +77,7 @@ _log = logging.getLogger("agl_fast.spatial")
 
 __all__ = [
     "DEFAULT_SOFA",
+    "WALLS",
     "Door",
     "Hrtf",
     "Scene",
@@ -70,29 +85,24 @@ __all__ = [
     "bat_labels",
     "find_sofa",
     "load_sofa",
+    "rir_pool",
     "sample_scene",
     "simulate_brir",
     "simulate_scene",
     "spatialize",
+    "wall_absorption",
 ]
 
 DEFAULT_SOFA = (
     Path("/usr/share/libmysofa/MIT_KEMAR_normal_pinna.sofa"),
     Path("/usr/share/libmysofa/default.sofa"),
 )
-SPEED_OF_SOUND = 343.0
 EAR_SPACING = 0.18
 _FDL2 = 40  # half of pyroomacoustics' fractional-delay filter (81 taps)
 
 
 def _pra() -> Any:
-    try:
-        import pyroomacoustics as pra
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "scene simulation needs pyroomacoustics: pip install 'agl-fast[spatial]'"
-        ) from exc
-    return pra
+    return pra_module()
 
 
 def find_sofa() -> Path | None:
@@ -120,37 +130,37 @@ def _sofa_or_warn(receiver: str) -> Path | None:
     return path
 
 
-_WALLS = ("east", "west", "north", "south", "floor", "ceiling")
+#: The order of a scene's surfaces in ``absorption`` and ``materials``.
+WALLS = ("east", "west", "north", "south", "floor", "ceiling")
 
 
-def _room(spec: SceneSpec, sr: int, source: Any, mics: np.ndarray, hybrid: bool, order: int) -> Any:
+def wall_absorption(spec: SceneSpec) -> np.ndarray:
+    """Octave-band energy absorption ``[6, 8]`` of a scene's walls: from its
+    named materials (:func:`.acoustics.material_absorption`), else each wall's
+    broadband ``absorption`` in every band."""
+    if spec.materials:
+        if len(spec.materials) != len(WALLS):
+            raise ParameterError(f"materials must name 6 walls, got {len(spec.materials)}")
+        return np.stack([material_absorption(m) for m in spec.materials])
+    return np.repeat(np.asarray(spec.absorption, dtype=np.float64)[:, None], len(BAND_CENTRES), 1)
+
+
+def _images(spec: SceneSpec, sr: int, source: Any, order: int, coeffs: np.ndarray) -> Any:
+    """Image sources ``[3, K]`` and their band damping ``[8, K]`` (``pyroomacoustics``)."""
     pra = _pra()
     mats = {
-        w: pra.Material(float(a), float(spec.scattering))
-        for w, a in zip(_WALLS, spec.absorption, strict=True)
-    }
-    room = pra.ShoeBox(
-        list(spec.room_dim),
-        fs=sr,
-        materials=mats,
-        max_order=order,
-        ray_tracing=hybrid,
-        air_absorption=False,
-    )
+        w: pra.Material({"coeffs": [float(x) for x in a], "center_freqs": list(BAND_CENTRES)},
+                        float(spec.scattering))
+        for w, a in zip(WALLS, coeffs, strict=True)
+    }  # fmt: skip
+    room = pra.ShoeBox(list(spec.room_dim), fs=sr, materials=mats, max_order=order,
+                       air_absorption=False)  # fmt: skip
     room.add_source(list(source))
-    room.add_microphone_array(mics)
-    if hybrid:
-        room.set_ray_tracing(n_rays=4000, receiver_radius=0.5, energy_thres=1e-7)
-    room.compute_rir()
-    return room
-
-
-def _pad_stack(a: list[np.ndarray], n: int | None = None) -> np.ndarray:
-    n = n or max(len(x) for x in a)
-    out = np.zeros((len(a), n))
-    for i, x in enumerate(a):
-        out[i, : min(n, len(x))] = x[:n]
-    return out
+    room.add_microphone(np.asarray(spec.listener, dtype=np.float64))
+    room.image_source_model()
+    damping = np.asarray(room.sources[0].damping, dtype=np.float64)
+    rows = [damping[min(b, damping.shape[0] - 1)] for b in range(len(BAND_CENTRES))]
+    return np.asarray(room.sources[0].images, dtype=np.float64), np.stack(rows)
 
 
 def _head_shadow(h: np.ndarray, cos_theta: float, sr: int) -> np.ndarray:
@@ -212,18 +222,24 @@ def simulate_brir(
     ray_tracing: bool = True,
     rt_seed: int | None = None,
     door: Door | None = None,
+    air: bool = True,
 ) -> tuple[np.ndarray, str]:
     """Binaural room impulse response ``[2, L]`` (float32) and the receiver used.
 
-    ``rt_seed`` seeds the ray tracer (``pyroomacoustics.random.seed``, a
-    global of that library) for a repeatable tail. With ``door``, the source
-    stands outside the room and is heard through that door and through the
-    wall (see :class:`Door`).
+    Image sources up to ``max_order`` (octave-band wall damping,
+    :func:`wall_absorption`, and air absorption after ISO 9613-1 when
+    ``air``), then, with ``ray_tracing`` (the name kept from the ray-traced
+    tail it replaces), the binaural diffuse tail of
+    :func:`.acoustics.diffuse_tail`: per octave band, Eyring's decay and the
+    interaural coherence of a diffuse field at the receiver. ``rt_seed``
+    seeds the tail's noise. With ``door``, the source stands outside the
+    room and is heard through that door and through the wall (see
+    :class:`Door`).
     """
     if door is not None:
         return _through_door(spec, source, door, sr=sr, receiver=receiver, hrtf=hrtf,
                              max_order=max_order, ray_tracing=ray_tracing,
-                             rt_seed=rt_seed)  # fmt: skip
+                             rt_seed=rt_seed, air=air)  # fmt: skip
     if receiver not in ("auto", "hrtf", "two_mic"):
         raise ParameterError(f"receiver must be 'auto', 'hrtf' or 'two_mic', got {receiver!r}")
     if receiver != "two_mic" and hrtf is None:
@@ -235,44 +251,76 @@ def simulate_brir(
     mode = "hrtf" if receiver != "two_mic" and hrtf is not None else "two_mic"
     frame = _head_frame(spec.yaw_deg)
     centre = np.asarray(spec.listener, dtype=np.float64)
-    ears = np.stack([centre + frame[1] * EAR_SPACING / 2, centre - frame[1] * EAR_SPACING / 2], 1)
-    if rt_seed is not None and hasattr(_pra(), "random"):
-        _pra().random.seed(int(rt_seed))
-    full = _room(spec, sr, source, ears, ray_tracing, max_order)
-    full_rir = _pad_stack([full.rir[0][0], full.rir[1][0]])
+    coeffs = wall_absorption(spec)
+    m_air = air_absorption() if air else np.zeros(len(BAND_CENTRES))
+    src = np.asarray(source, dtype=np.float64)
+    images, damping = _images(spec, sr, src, max_order, coeffs)
+    early, energy, onset = _early(spec, images, damping, m_air, mode, hrtf, sr)
     if mode == "two_mic":
-        v = frame @ (np.asarray(source, dtype=np.float64) - centre)
+        v = frame @ (src - centre)
         v /= np.linalg.norm(v)
-        h = np.stack([_head_shadow(full_rir[0], v[1], sr), _head_shadow(full_rir[1], -v[1], sr)])
-        return h.astype(np.float32), mode
-    assert hrtf is not None
-    if ray_tracing:
-        ism = _room(spec, sr, source, ears, False, max_order)
-        ism_rir = _pad_stack([ism.rir[0][0], ism.rir[1][0]], full_rir.shape[1])
-        tail = full_rir - ism_rir
-        if hrtf.diffuse.shape[-1]:
-            tail = np.stack(
-                [np.convolve(tail[e], hrtf.diffuse[e])[: tail.shape[1]] for e in range(2)]
-            )
-        images, damping = ism.sources[0].images, ism.sources[0].damping[0]
-    else:
-        tail = np.zeros((2, 0))
-        images, damping = full.sources[0].images, full.sources[0].damping[0]
-    v = (images - centre[:, None]).T @ frame.T  # [K, 3] head frame
-    dist = np.linalg.norm(v, axis=1)
-    delay = np.round(dist / SPEED_OF_SOUND * sr).astype(np.int64) + _FDL2
-    hrirs = hrtf.nearest(v) * (damping / dist)[:, None, None]
-    n = max(int(delay.max()) + hrtf.irs.shape[-1], tail.shape[1])
-    out = np.zeros((2, n))
-    for k in range(len(delay)):
-        out[:, delay[k] : delay[k] + hrirs.shape[-1]] += hrirs[k]
-    out[:, : tail.shape[1]] += tail
+        early = np.stack([_head_shadow(early[0], v[1], sr), _head_shadow(early[1], -v[1], sr)])
+    if not ray_tracing:
+        return early.astype(np.float32), mode
+    rt60 = eyring_rt60(spec.room_dim, coeffs, m_air)
+    n = max(early.shape[1], _FDL2 + math.ceil(1.5 * float(np.max(rt60)) * sr) + 1)
+    energy = np.pad(energy, ((0, 0), (0, n - energy.shape[1])))
+
+    def coherence(f: np.ndarray) -> np.ndarray:
+        return diffuse_coherence(f, hrtf=hrtf if mode == "hrtf" else None, spacing=EAR_SPACING)
+
+    tail = diffuse_tail(rt60, coherence, energy, float(np.prod(spec.room_dim)), sr=sr,
+                        onset=onset, offset=_FDL2, rng=np.random.default_rng(rt_seed))  # fmt: skip
+    if mode == "hrtf" and hrtf is not None and hrtf.diffuse.shape[-1]:
+        tail = np.stack([np.convolve(tail[e], hrtf.diffuse[e])[:n] for e in range(2)])
+    out = np.zeros((2, max(n, early.shape[1])))
+    out[:, : early.shape[1]] += early
+    out[:, :n] += tail
     return out.astype(np.float32), mode
+
+
+def _early(
+    spec: SceneSpec, images: np.ndarray, damping: np.ndarray, air: np.ndarray, mode: str,
+    hrtf: Hrtf | None, sr: int,
+) -> tuple[np.ndarray, np.ndarray, int]:  # fmt: skip
+    """The image sources rendered binaurally ``[2, n]`` (each band damped by its
+    walls and the air, ``1 / r``), their energy per band and sample at the head
+    centre ``[8, n]``, and the sample of the direct sound."""
+    frame = _head_frame(spec.yaw_deg)
+    centre = np.asarray(spec.listener, dtype=np.float64)
+    rel = images - centre[:, None]
+    dist = np.linalg.norm(rel, axis=0)
+    amp = damping * np.exp(-0.5 * air[:, None] * dist[None]) / dist[None]  # [8, K]
+    delay = np.round(dist / SPEED_OF_SOUND * sr).astype(np.int64) + _FDL2
+    nb = len(BAND_CENTRES)
+    if mode == "hrtf" and hrtf is not None:
+        kernels = hrtf.nearest(rel.T @ frame.T).astype(np.float64)  # [K, 2, N]
+        ear_delay = np.stack([delay, delay], 1)
+    else:
+        ears = [centre + frame[1] * EAR_SPACING / 2, centre - frame[1] * EAR_SPACING / 2]
+        d_ear = np.stack([np.linalg.norm(images - e[:, None], axis=0) for e in ears], 1)
+        ear_delay = np.round(d_ear / SPEED_OF_SOUND * sr).astype(np.int64) + _FDL2
+        amp_ear = dist[:, None] / d_ear  # 1 / r at each microphone
+        kernels = np.zeros((len(dist), 2, 1))
+        kernels[:, :, 0] = amp_ear
+    n = int(ear_delay.max()) + kernels.shape[-1]
+    acc = np.zeros((nb, 2, n))
+    for k in range(len(dist)):
+        for e in range(2):
+            d0 = int(ear_delay[k, e])
+            acc[:, e, d0 : d0 + kernels.shape[-1]] += amp[:, k, None] * kernels[k, e][None]
+    n_fft = 1 << math.ceil(math.log2(n + 1))
+    spec_acc = np.fft.rfft(acc, n_fft, axis=-1)
+    early = np.fft.irfft(np.einsum("bef,bf->ef", spec_acc, band_masks(n_fft, sr)), n_fft)[:, :n]
+    energy = np.zeros((nb, n))
+    for b in range(nb):
+        np.add.at(energy[b], delay, amp[b] ** 2)
+    return early, energy, int(delay.min())
 
 
 def _through_door(
     spec: SceneSpec, source: Any, door: Door, *, sr: int, receiver: str, hrtf: Hrtf | None,
-    max_order: int, ray_tracing: bool, rt_seed: int | None,
+    max_order: int, ray_tracing: bool, rt_seed: int | None, air: bool,
 ) -> tuple[np.ndarray, str]:  # fmt: skip
     src = np.asarray(source, dtype=np.float64)
     inside = _door_point(spec, door, 0.05)
@@ -286,7 +334,7 @@ def _through_door(
         return wall.astype(np.float32), mode
     h_door, mode = simulate_brir(
         spec, inside, sr=sr, receiver=mode, hrtf=hrtf, max_order=max_order,
-        ray_tracing=ray_tracing, rt_seed=rt_seed,
+        ray_tracing=ray_tracing, rt_seed=rt_seed, air=air,
     )  # fmt: skip
     d1 = float(np.linalg.norm(src - np.asarray(door.centre)))
     d2 = float(np.linalg.norm(inside - centre))
@@ -317,7 +365,7 @@ def simulate_scene(
     through_door: float = 0.0,
 ) -> Scene:
     """Simulate every source of a scene (drawn from a seed if an int is given;
-    that seed also seeds the ray tracer unless ``rt_seed`` is given).
+    that seed also seeds the late tail's noise unless ``rt_seed`` is given).
 
     Labels carry ``through_door`` (bool); for sources behind a door also
     ``path_m`` (source to door to listener, m) and ``door_azimuth`` (BAT
@@ -360,3 +408,25 @@ def simulate_scene(
         labels.append(lab)
         acoustics.append(_acoustics(h, sr))
     return Scene(spec, brirs, sr, mode, labels, acoustics)
+
+
+def rir_pool(
+    seeds: list[int], positions: int, **kwargs: Any
+) -> tuple[list[np.ndarray], list[dict[str, Any]], list[int]]:
+    """A pool of BRIRs for :func:`agl_fast.spatial.qa.qa_from_indices`.
+
+    One room per seed (:func:`simulate_scene` with ``n_sources=positions``
+    and ``kwargs``), each with ``positions`` source positions. Returns the
+    BRIRs (``[2, L]`` float32), their BAT labels (with the scene's
+    ``acoustics`` entries) and the index of the room each belongs to.
+    """
+    brirs: list[np.ndarray] = []
+    labels: list[dict[str, Any]] = []
+    rooms: list[int] = []
+    for r, seed in enumerate(seeds):
+        scene = simulate_scene(int(seed), n_sources=positions, **kwargs)
+        for h, lab, ac in zip(scene.brirs, scene.labels, scene.acoustics, strict=True):
+            brirs.append(h)
+            labels.append({**lab, **ac})
+            rooms.append(r)
+    return brirs, labels, rooms
