@@ -36,7 +36,7 @@ pytestmark = pytest.mark.benchmark(group="features", timer=time.process_time)
 def data(quick: bool) -> dict[str, Any]:
     """The clips, agl-fast's calls and the peers' (same clips)."""
     steady_heap()  # as bench_features: a row's page faults do not depend on the one before
-    clips, minutes = bf.QUICK if quick else (16, 16.0)
+    clips, minutes = bf.QUICK if quick else bf.FULL
     stereo, mono = bf.make_clips(clips, minutes)
     return {
         "clips": clips,
