@@ -3,7 +3,7 @@
 MP3 (44.1 kHz stereo) -> 32 kHz -> levels and quality filters, same files,
 same run.
 
-The one-thread table (the issue's figure and the CI gate) times, in process
+The one-thread table (the issue's figure) times, in process
 CPU seconds on one thread, the code every ``agl-fast curate`` worker runs:
 
 * ``batch``: :class:`agl_fast.pipeline.BatchProcessor` built from the run's
@@ -38,8 +38,9 @@ the final table and the summary inside the timing): x real time per core
 
 The corpus is the two real AGL1K recordings (``../shared/agl1k``) linked
 repeatedly to about ``--hours`` of audio (``--quick``: about 9 minutes).
-``--gate R`` exits 1 if the one-thread ratio of the batch function to
-librosa is below ``R`` in a measured set-up.
+The pytest-benchmark suite (``benches/test_curate.py``) gates the
+one-thread ratio of the batch function to librosa (mono) and the peak RSS
+of a ``curate`` worker.
 """
 
 from __future__ import annotations
@@ -192,9 +193,6 @@ def main() -> int:
         help="worker processes of the end-to-end curate rows (none: skip them)",
     )
     ap.add_argument("--repeat", type=int, default=3, help="rounds; the fastest of each counts")
-    ap.add_argument(
-        "--gate", type=float, default=None, help="minimum one-thread batch/librosa speed ratio"
-    )
     args = ap.parse_args()
     target = 540.0 if args.quick else args.hours * 3600
     setups = ["mono", "stereo"] if args.channels == "both" else [args.channels]
@@ -219,7 +217,6 @@ def main() -> int:
     )
     print("| channels | step | x real time / core | share of the batch | vs librosa |")
     print("|---|---|---:|---:|---:|")
-    failed = []
     for setup, t in one.items():
         for step in ("decode", "decode + resample", "batch", "librosa"):
             share = f"{t[step] / t['batch']:.0%}" if step != "librosa" else ""
@@ -227,19 +224,13 @@ def main() -> int:
                 f"| {setup} | {step} | {total / t[step]:,.0f} | {share} | "
                 f"{t['librosa'] / t[step]:.2f} |"
             )
-        ratio = t["librosa"] / t["batch"]
-        if args.gate is not None and ratio < args.gate:
-            failed.append((setup, ratio))
     if e2e:
         print("\n`curate` end to end (worker processes of one thread)\n")
         print("| channels | workers | x real time / core (wall) | x real time / CPU s |")
         print("|---|---:|---:|---:|")
         for setup, w, per_core, per_cpu in e2e:
             print(f"| {setup} | {w} | {per_core:,.0f} | {per_cpu:,.0f} |")
-    for setup, r in failed:
-        msg = f"{setup}: batch/librosa ratio {r:.2f} is below the gate {args.gate}"
-        print(msg, file=sys.stderr)
-    return 1 if failed else 0
+    return 0
 
 
 if __name__ == "__main__":

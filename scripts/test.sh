@@ -114,36 +114,23 @@ step "pytest"
 cd "$ROOT"
 "$PY" -m pytest -q tests
 
-step "performance gate (ratios against the references, same run)"
-# STFT power, log-mel and BAT on one thread against the best peer of each
-# (scipy.fft over strided frames + sgemm mel + trig-free IPD, torch.stft,
-# librosa), process CPU time, alternating rounds, outputs checked first; the
-# per-workload gates (--gate-stft/--gate-logmel/--gate-bat) default to about
-# 70% of the lowest ratios measured with the release wheel (1.8x, 2.8x, 3.6x).
-"$PY" benches/bench_features.py --quick --gate
-"$PY" benches/bench_alm.py --quick --gate 1.5
-# Acoustics kernels: at least 10x the reference libraries on one thread
-# (process CPU time, same run): quality metrics and EDC + decay times.
-"$PY" benches/bench_quality.py --quick --threads 1 --gate 10
-# Room parameters also against a numba loop (EDT/T20/T30), alternating
-# rounds: measured 4.3x for both 'none' and 'lundeby_chu' (about 38,500
-# against 9,000 one-second RIRs/s); the gate sits at about 70%.
-"$PY" benches/bench_room.py --quick --threads 1 --gate 10 --numba-gate 3.0
-# Haversine on one thread against the best peer (a numba loop, else numpy
-# vectorised), process CPU time, alternating rounds: measured 4.2x against
-# numba (79 against 19 M pairs/s); the gate sits at about 70%.
-# Geodesic on one thread against the best peer installed, same data and
-# rounds: pyproj.Geod.inv (C geodesic over arrays) measured 2.1x (2.4 against
-# 1.1 M pairs/s on random global pairs), else geographiclib's Inverse per
-# pair (pure Python) measured 154x; each gate at about 70%.
-if "$PY" -c "import pyproj" 2>/dev/null; then GEOD_GATE=1.5; else GEOD_GATE=105; fi
-"$PY" benches/bench_geo.py --quick --hav-gate 2.9 --geod-gate "$GEOD_GATE"
-# Curation (decode MP3 -> 32 kHz -> levels + quality filters) against
-# librosa.load + the same metrics, the mono set-up: the batch
-# function curate's workers run (BatchProcessor on curate's batches of
-# eight files), one thread, process CPU time, best of two alternating
-# rounds, with its decode and decode + resample steps and one `curate` run
-# end to end with one worker process. Measured 5.16x (batch 1,069x, librosa
-# 207x; 4.3-5.7x over earlier runs, librosa's speed moving most); the gate
-# sits at about 70%.
-"$PY" benches/bench_curate.py --hours 0.5 --channels mono --workers 1 --repeat 2 --gate 3.5
+step "performance gates (pytest-benchmark suite, ratios against the peers, same run)"
+# benches/test_*.py: every gated workload of agl-fast against its best peer
+# in this session, on the same data, outputs checked first, one thread,
+# process CPU time, peers and agl-fast taking turns round by round; each test
+# fails below its ratio gate or above its memory gate (the one table of
+# gates, with what was measured when each was set: benches/_gates.py).
+# Quick sizes (--bench-quick) keep the section to a few minutes. Every run
+# is stored in the cache ($CACHE/bench/<machine>/NNNN_<commit>_<date>.json:
+# times, and in extra_info the ratio, seconds of audio per second per core
+# and peak memory) and copied to $AGL_FAST_CI_OUT/benchmark.json (default
+# out/) for CI to keep; from the second run on, the table also compares
+# each benchmark with the previous stored run. By hand, against a chosen
+# run: --benchmark-storage "file://$CACHE/bench" --benchmark-compare=NNNN.
+BENCH_STORE="$CACHE/bench"
+CI_OUT=${AGL_FAST_CI_OUT:-$ROOT/out}
+mkdir -p "$BENCH_STORE" "$CI_OUT"
+BENCH_ARGS=(--benchmark-only --bench-quick --benchmark-storage "file://$BENCH_STORE"
+  --benchmark-autosave --benchmark-json "$CI_OUT/benchmark.json")
+if compgen -G "$BENCH_STORE/*/*.json" >/dev/null; then BENCH_ARGS+=(--benchmark-compare); fi
+"$PY" -m pytest -q -p no:cacheprovider benches/ "${BENCH_ARGS[@]}"
