@@ -9,7 +9,7 @@ use agl_core::features::{
     EfficientAtConfig,
 };
 use agl_core::mel::{kaldi_mel, MelBank};
-use agl_core::stft::{stft_batch, stft_f64_batch};
+use agl_core::stft::{stft_batch, stft_f64_into};
 use num_complex::{Complex32, Complex64};
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
@@ -421,6 +421,15 @@ pub fn stft_f64<'py>(
         flat.chunks(width).collect()
     };
     let work = view.len();
-    let (frames, data) = gateway::run(py, work, |c| stft_f64_batch(&slices, &p, &w, n_threads, c))?;
-    Ok((frames, data.into_pyarray(py)))
+    let total = agl_core::stft::stft_f64_len(&slices, &p).map_err(to_py)?;
+    // Written once, every bin, into numpy's memory (no zero fill first).
+    // SAFETY: the array is new and contiguous; `stft_f64_into` writes every
+    // element before it is returned (on an error it is dropped unread).
+    let out = unsafe { PyArray1::<Complex64>::new(py, [total], false) };
+    let dst = unsafe { out.as_slice_mut() }
+        .map_err(|_| internal_err("internal error: a new array is not contiguous"))?;
+    let frames = gateway::run(py, work, |c| {
+        stft_f64_into(&slices, &p, &w, n_threads, c, dst)
+    })?;
+    Ok((frames, out))
 }
