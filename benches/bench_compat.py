@@ -1,7 +1,7 @@
 """Every accelerated function of ``agl_fast.compat.librosa`` against librosa
 itself, same data, same run, one thread, outputs checked first.
 
-    python benches/bench_compat.py [--seconds 60] [--repeat 5]
+    python benches/bench_compat.py [--seconds 60] [--repeat 5] [--only stft,power_to_db]
 
 A 60 s clip at 22,050 Hz (noise, float32 and float64), librosa's default
 arguments. Prints a Markdown table: librosa and agl-fast milliseconds, the
@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--only", default=None, help="comma-separated names: time only these rows")
     args = ap.parse_args(argv)
     import librosa
 
@@ -102,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 print(f"no benchmark row for {sorted(missing)}", file=sys.stderr)
                 return 2
+            only = None if args.only is None else set(args.only.split(","))
             for name, (call, _) in table.items():
+                if only is not None and name not in only:
+                    continue
                 if dtype is np.float64 and name in ("load", "get_duration", "filters.mel"):
                     continue  # no audio input: one row
                 diff = _diff(call(librosa), call(compat))

@@ -542,6 +542,7 @@ def _valid_calls(wav: str) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...
         "summarize": (geo.summarize, (LAT,), {}),
         "resample": (audio.resample, (Y,), {"orig_sr": SR, "target_sr": 8000}),
         "load": (audio.load, (wav,), {}),
+        "duration": (audio.duration, (wav,), {}),
         "load_many": (audio.load_many, ([wav],), {}),
         "load_arrays": (audio.load_arrays, ([wav],), {}),
         "set_num_threads": (agl_fast.set_num_threads, (None,), {}),

@@ -187,3 +187,20 @@ def test_float64_power_to_db_matches_librosa_in_any_layout() -> None:
     bad[3, 5] = np.nan
     with pytest.raises(agl_fast.exceptions.NonFiniteError, match="S is not finite"):
         agl_fast.power_to_db(bad)
+
+
+@pytest.mark.parametrize("kw", [{}, {"n_fft": 512, "hop_length": 100, "pad_mode": "reflect"}])
+def test_complex_stft_is_the_power_spectrogram_engine(rng: np.random.Generator, kw: dict) -> None:
+    # The complex STFT runs on the same frame-batched transform as the power
+    # spectrogram: |X|^2 in float32 is the spectrogram, bit for bit, and the
+    # bits do not depend on the thread count or on the batch around a clip.
+    y = rng.standard_normal(40_000).astype(np.float32)
+    z = rng.standard_normal(9_999).astype(np.float32)
+    S = agl_fast.stft(y, n_threads=1, **kw)
+    P = agl_fast.spectrogram(y, n_threads=1, **kw)
+    assert np.array_equal(S.real * S.real + S.imag * S.imag, P)
+    for threads in (2, 3):
+        assert np.array_equal(agl_fast.stft(y, n_threads=threads, **kw), S)
+    both = agl_fast.stft([z, y], n_threads=3, output="list", **kw)
+    assert np.array_equal(both[1], S)
+    assert np.array_equal(both[0], agl_fast.stft(z, n_threads=1, **kw))

@@ -49,6 +49,7 @@ __all__ = [
     "max_threads",
     "mel_filterbank",
     "melspectrogram",
+    "probe",
     "quality_metrics",
     "resample_array",
     "rms",
@@ -192,6 +193,9 @@ def load_many(
     list[int],
     list[int | None],
 ]: ...
+def probe(
+    path: str | os.PathLike[str] | bytes, format: str | None = None
+) -> tuple[int, int, int | None]: ...
 def resample_array(
     y: npt.NDArray[np.float32], orig_sr: int, target_sr: int, res_type: str = "hq"
 ) -> npt.NDArray[np.float32]: ...

@@ -36,7 +36,9 @@ suite checks this bound).
 
 from __future__ import annotations
 
+import logging
 import os
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
@@ -51,9 +53,11 @@ from .exceptions import ParameterError, ShapeError
 __all__ = [
     "AUDIO_EXTENSIONS",
     "CORRUPT_LEVEL",
+    "DURATION_DECODES",
     "MAX_RATIO",
     "MAX_SAMPLE_RATE",
     "AudioSource",
+    "duration",
     "load",
     "load_arrays",
     "load_many",
@@ -235,6 +239,49 @@ def load(
     if y.shape[0] == 1:
         y = y[0]
     return y, int(out_sr)
+
+
+#: Calls of :func:`duration` that decoded the stream because the header does
+#: not state its length exactly, by format hint (the file's extension).
+DURATION_DECODES: Counter[str] = Counter()
+_log = logging.getLogger("agl_fast.audio")
+
+
+def duration(path: AudioSource, *, format: str | None = None) -> float:
+    """A file's length in seconds, from its header where that states it.
+
+    WAV, FLAC, Ogg Vorbis and MP3 with a Xing/Info tag (less the encoder
+    delay and padding of its LAME extension) are read from the header, as
+    libsndfile reads them. Other files (MP3 without a tag, MP4/AAC, Opus,
+    WAV whose sizes disagree with the file) are decoded: logged and counted
+    in :data:`DURATION_DECODES`.
+
+    Parameters
+    ----------
+    path : str, os.PathLike, bytes or binary file-like
+        Audio file.
+    format : str or None
+        Format hint in place of the extension.
+
+    Returns
+    -------
+    float
+        Frames (samples per channel) divided by the file's sample rate, s.
+
+    Raises
+    ------
+    AudioDecodeError
+        The file is missing, unreadable or not audio.
+    """
+    src, hint = _source(path, "path"), _format("format", format)
+    rate, _, frames = _native.probe(src, format=hint)
+    if frames is not None:
+        return float(frames) / rate
+    kind = hint or (os.path.splitext(src)[1].lower().lstrip(".") if isinstance(src, str) else "")
+    DURATION_DECODES[kind or "unknown"] += 1
+    _log.info("duration: the header of %s does not state its length; decoding it", _label(src, 0))
+    y, sr = load(src, sr=None, mono=True, format=hint)
+    return float(y.shape[-1]) / sr
 
 
 def _flag(name: str, v: Any) -> bool:

@@ -11,7 +11,7 @@ from .. import _native
 from .._internal.args import array, flag, opt_real, real
 from .._internal.batch import to_float32
 from .._internal.config import resolve_threads
-from ..exceptions import NonFiniteError, ParameterError, ShapeError
+from ..exceptions import ParameterError, ShapeError
 
 __all__ = ["amplitude_to_db", "power_to_db"]
 
@@ -50,15 +50,21 @@ def _to_db(
     if raw.dtype.kind not in "fiu":
         raise ParameterError(f"S must be a numeric array, got dtype={raw.dtype}")
     double = raw.dtype != np.float32
-    # float64 stays as given (no copy); the double kernel reports NaN itself.
+    custom = callable(ref) and ref not in (np.max, np.amax, max)
+    fortran = raw.ndim > 1 and raw.flags.f_contiguous and not raw.flags.c_contiguous
+    if fortran and not per_item and not custom:
+        # A Fortran-ordered array (librosa's STFT layout) is converted as its
+        # C-ordered transpose (an elementwise map with whole-array ref and
+        # top_db: the same values), without a copy, and keeps its layout.
+        return _to_db(raw.T, ref, amin, top_db, False, amplitude, n_threads).T
+    # Arrays of the kernel's type are read where they are (no copy); both
+    # kernels report NaN themselves.
     a = np.asarray(raw, dtype=np.float64) if double else to_float32(raw, what="S")
     if a.size == 0:
         raise ShapeError(f"S is empty (shape {a.shape})")
-    if not double and np.isnan(a).any():
-        raise NonFiniteError("S holds NaN values")
     if not (np.isfinite(amin) and amin > 0):
         raise ParameterError(f"amin must be strictly positive, got amin={amin}")
-    if callable(ref) and ref not in (np.max, np.amax, max):
+    if custom and callable(ref):
         r: float | None = float(ref(np.abs(a) if amplitude else a))
     else:
         r = _db_ref(ref)
@@ -72,18 +78,6 @@ def _to_db(
     # float32.
     wide = amplitude and not double and ((r is not None and abs(r) > 1e18) or amin < 1e-18)
     kernel = _native.to_db_f64 if (double or wide) else _native.to_db
-    if double and not per_item and a.ndim > 1 and a.flags.f_contiguous:
-        # A Fortran-ordered array (librosa's STFT layout) is converted in
-        # memory order, without a transposing copy, and keeps its layout.
-        out = kernel(
-            a.ravel(order="F").reshape(1, -1),
-            r,
-            float(amin),
-            None if top_db is None else float(top_db),
-            amplitude,
-            resolve_threads(n_threads),
-        )
-        return out.reshape(shape[::-1]).T
     flat = a.reshape(1, -1) if a.ndim == 0 else a
     rows = flat.reshape(flat.shape[0], -1) if (per_item and flat.ndim > 1) else flat.reshape(1, -1)
     out = kernel(

@@ -36,6 +36,7 @@ pub mod guard;
 mod mkv;
 mod mp3;
 pub mod opus;
+pub mod probe;
 
 /// Where a file's encoded bytes come from.
 #[derive(Debug, Clone)]

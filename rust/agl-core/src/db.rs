@@ -143,6 +143,88 @@ pub fn to_db_f64(
     Ok(())
 }
 
+/// `power_to_db` (or `amplitude_to_db` with `amplitude`) of `src` into
+/// `dst` (one item, same length): the values [`power_to_db_inplace`] /
+/// [`amplitude_to_db_inplace`] give on a copy, bit for bit, in one
+/// vectorised pass (two with `top_db`, three with `ref=max`) and no copy.
+/// NaN in `src` is an error naming its index.
+pub fn to_db_into(src: &[f32], dst: &mut [f32], p: &DbParams, amplitude: bool) -> Result<()> {
+    if src.len() != dst.len() {
+        return Err(AglError::Shape(format!(
+            "output holds {} values for {} inputs",
+            dst.len(),
+            src.len()
+        )));
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(src: &[f32], dst: &mut [f32], p: &DbParams, amplitude: bool) -> bool {
+            to_db_into_impl(src, dst, p, amplitude)
+        }
+        if crate::fastmath::has_avx2_fma() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            if unsafe { avx2(src, dst, p, amplitude) } {
+                return Ok(());
+            }
+            return to_db_exact(src, dst, p, amplitude);
+        }
+    }
+    if to_db_into_impl(src, dst, p, amplitude) {
+        return Ok(());
+    }
+    to_db_exact(src, dst, p, amplitude)
+}
+
+/// The path for inputs the fused pass leaves: NaN (an error), infinities,
+/// overflowing squares and subnormal floors, through the in-place kernels.
+fn to_db_exact(src: &[f32], dst: &mut [f32], p: &DbParams, amplitude: bool) -> Result<()> {
+    if let Some(index) = src.iter().position(|v| v.is_nan()) {
+        return Err(AglError::NonFinite {
+            what: "S".to_string(),
+            index,
+        });
+    }
+    dst.copy_from_slice(src);
+    if amplitude {
+        amplitude_to_db_inplace(dst, p)
+    } else {
+        power_to_db_inplace(dst, p)
+    }
+    Ok(())
+}
+
+/// The fused pass of [`to_db_into`]; `false` when the input needs the exact
+/// path (see [`crate::fastmath::db10_floor_sub`]).
+#[inline(always)]
+fn to_db_into_impl(src: &[f32], dst: &mut [f32], p: &DbParams, amplitude: bool) -> bool {
+    // The reference and floor as the in-place kernels form them: squared
+    // for amplitudes, then through the same logarithm as the data.
+    let (ref_value, amin) = if amplitude {
+        let r = match p.reference {
+            DbRef::Value(r) => r.abs(),
+            DbRef::Max => src.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v.abs())),
+        };
+        (r * r, p.amin * p.amin)
+    } else {
+        let r = match p.reference {
+            DbRef::Value(r) => r.abs(),
+            DbRef::Max => crate::fastmath::max_f32(src, f32::NEG_INFINITY, f32::abs),
+        };
+        (r, p.amin)
+    };
+    let mut ref_db = [ref_value.abs()];
+    crate::fastmath::db10_floor_inplace(&mut ref_db, amin);
+    let Some(max_db) = crate::fastmath::db10_floor_sub(src, dst, amin, ref_db[0], amplitude) else {
+        return false;
+    };
+    if let Some(top) = p.top_db {
+        let floor = max_db - top;
+        dst.iter_mut().for_each(|v| *v = v.max(floor));
+    }
+    true
+}
+
 /// `power_to_db` in place over every value of `x` (one item).
 pub fn power_to_db_inplace(x: &mut [f32], p: &DbParams) {
     #[cfg(target_arch = "x86_64")]

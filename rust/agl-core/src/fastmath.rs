@@ -182,6 +182,57 @@ pub fn db10_floor_inplace(x: &mut [f32], floor: f32) {
     x.iter_mut().for_each(|v| *v = 10.0 * v.max(floor).log10());
 }
 
+/// `dst = 10 * log10(max(p, floor)) - offset` with `p = |x|` (or `x * x`
+/// with `square`) for every `x` of `src`: the values `db10_floor_inplace`
+/// followed by the subtraction gives, in one pass, with the largest result.
+/// `None` when some `p` is NaN or infinite (or `floor` is below the
+/// smallest normal number): the caller then takes the exact path. `src` and
+/// `dst` have one length.
+#[inline(always)]
+pub fn db10_floor_sub(
+    src: &[f32],
+    dst: &mut [f32],
+    floor: f32,
+    offset: f32,
+    square: bool,
+) -> Option<f32> {
+    if !(floor >= f32::MIN_POSITIVE) {
+        return None;
+    }
+    let scale = 10.0 * LOG10_E;
+    let mut acc = [f32::NEG_INFINITY; 16];
+    let mut bad = [false; 16];
+    let mut one = |x: f32, l: usize, out: &mut f32| {
+        let p = if square { x * x } else { x.abs() };
+        bad[l] |= !(p <= f32::MAX);
+        let v = scale * ln_f32(p.max(floor)) - offset;
+        *out = v;
+        acc[l] = if v > acc[l] { v } else { acc[l] };
+    };
+    let mut s = src.chunks_exact(16);
+    let mut d = dst.chunks_exact_mut(16);
+    for (a, b) in (&mut s).zip(&mut d) {
+        for l in 0..16 {
+            one(a[l], l, &mut b[l]);
+        }
+    }
+    for (l, (&x, out)) in s
+        .remainder()
+        .iter()
+        .zip(d.into_remainder().iter_mut())
+        .enumerate()
+    {
+        one(x, l, out);
+    }
+    if bad.iter().any(|&b| b) {
+        return None;
+    }
+    Some(
+        acc.iter()
+            .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m }),
+    )
+}
+
 const LN2_HI_F64: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
 const LN2_LO_F64: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
 

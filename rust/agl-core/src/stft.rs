@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use num_complex::Complex32;
 
-use crate::batch::{run_framewise, FrameOutput, Layout, RunOpts};
+use crate::batch::{run_blockwise, run_framewise, FrameOutput, Layout, RunOpts};
 use crate::error::{check_finite, AglError, Result};
 use crate::lanefft::{Frames, LaneFft, LANES, V};
 use crate::parallel::Cancel;
@@ -665,20 +665,98 @@ pub fn stft_batch(
         .map(|x| plan.n_frames(x.len()))
         .collect::<Result<Vec<_>>>()?;
     let nf = params.n_freqs();
+    let run = RunOpts {
+        extent,
+        n_threads,
+        cancel,
+    };
+    if let Some(fft) = lane_plan(params.n_fft) {
+        return stft_lanes(items, &plan, fft, &n_frames, run);
+    }
     run_framewise(
         &n_frames,
         Layout::WidthTime { width: nf },
-        RunOpts {
-            extent,
-            n_threads,
-            cancel,
-        },
+        run,
         || PairFft::new(params.n_fft),
         |s, item, t, row| {
             s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
             row.copy_from_slice(&s.spectrum[..nf]);
         },
     )
+}
+
+/// [`stft_batch`] on the frame-batched transform ([`LaneStft`]): the block
+/// engine runs over a frame axis twice as long, each of its rows one bin's
+/// `(re, im)` pairs, so the output is written interleaved, in place, as
+/// complex values. Blocks of [`LANES`] frames start at multiples of
+/// [`LANES`] whatever the thread count (each engine block takes half of
+/// one), and every lane computes its frame alone, so the values do not
+/// depend on the threads.
+fn stft_lanes(
+    items: &[&[f32]],
+    plan: &StftPlan,
+    fft: Arc<LaneFft>,
+    n_frames: &[usize],
+    run: RunOpts<'_>,
+) -> Result<FrameOutput<Complex32>> {
+    let nf = plan.params.n_freqs();
+    let doubled: Vec<usize> = n_frames.iter().map(|&n| 2 * n).collect();
+    let run = RunOpts {
+        extent: run.extent.map(|e| e.saturating_mul(2)),
+        ..run
+    };
+    let out = run_blockwise(
+        &doubled,
+        Layout::WidthTime { width: nf },
+        run,
+        || (LaneStft::new(fft.clone()), None::<(usize, usize)>),
+        |(s, cached), item, t0, n, vals| {
+            // Engine values t0 .. t0 + n are frames a .. a + n / 2.
+            let (a, m) = (t0 / 2, n / 2);
+            let f0 = a - a % LANES;
+            if *cached != Some((item, f0)) {
+                let count = (n_frames[item] - f0).min(LANES);
+                s.block(plan, &Source::plain(items[item]), f0, count);
+                *cached = Some((item, f0));
+            }
+            let at = a - f0;
+            for ((v, re), im) in vals.iter_mut().zip(&s.re).zip(&s.im).take(nf) {
+                for i in 0..m {
+                    v.0[2 * i] = re.0[at + i];
+                    v.0[2 * i + 1] = im.0[at + i];
+                }
+            }
+        },
+    )?;
+    Ok(FrameOutput {
+        data: pairs_to_complex(out.data),
+        offsets: out.offsets.into_iter().map(|o| o / 2).collect(),
+        extents: out.extents.into_iter().map(|e| e / 2).collect(),
+        n_frames: n_frames.to_vec(),
+    })
+}
+
+/// `(re, im)` pairs as complex values, in the same allocation when its
+/// length and capacity are even (always, from [`stft_lanes`]).
+fn pairs_to_complex(v: Vec<f32>) -> Vec<Complex32> {
+    if !v.len().is_multiple_of(2) || !v.capacity().is_multiple_of(2) {
+        return v
+            .chunks_exact(2)
+            .map(|p| Complex32::new(p[0], p[1]))
+            .collect();
+    }
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: `Complex32` is `#[repr(C)]` `{ re: f32, im: f32 }`: the
+    // alignment of `f32` and twice its size. Length and capacity are even,
+    // so the allocation (capacity * 4 bytes, align 4) is exactly that of
+    // capacity / 2 complex values, and every pair is initialised.
+    unsafe {
+        Vec::from_raw_parts(
+            v.as_mut_ptr().cast::<Complex32>(),
+            v.len() / 2,
+            v.capacity() / 2,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -736,6 +814,53 @@ mod tests {
         }
     }
 
+    /// The frame-batched complex STFT agrees with the one-frame transform
+    /// and gives the same bits whatever the thread count and extent.
+    #[test]
+    fn lane_stft_matches_frame_path_and_threads() {
+        let x = crate::testutil::noise(30_000, 3);
+        let y = crate::testutil::noise(7_777, 4);
+        let mut p = StftParams::new(512);
+        p.hop_length = 128;
+        let plan = StftPlan::new(p.clone()).unwrap();
+        let one = stft_batch(&[&x, &y], &p, None, Some(1), never()).unwrap();
+        for threads in [2, 3, 5] {
+            let many = stft_batch(&[&x, &y], &p, None, Some(threads), never()).unwrap();
+            assert_eq!(one.data, many.data);
+        }
+        let nf = p.n_freqs();
+        let padded = stft_batch(&[&x, &y], &p, Some(400), Some(2), never()).unwrap();
+        assert_eq!(padded.extents, vec![400, 400]);
+        let mut s = PairFft::new(512);
+        for (item, sig) in [&x, &y].iter().enumerate() {
+            let n = plan.n_frames(sig.len()).unwrap();
+            assert_eq!(one.n_frames[item], n);
+            let base = one.offsets[item];
+            let pbase = padded.offsets[item];
+            for t in 0..n {
+                s.frame(&plan, &Source::plain(sig), item, t, n);
+                for k in 0..nf {
+                    let got = one.data[base + k * n + t];
+                    assert_eq!(got, padded.data[pbase + k * 400 + t]);
+                    let want = s.spectrum[k];
+                    assert!(
+                        (got - want).norm() <= 1e-4 * (1.0 + want.norm()),
+                        "t={t} k={k}"
+                    );
+                }
+                for k in 0..nf {
+                    assert_eq!(
+                        padded.data[pbase + k * 400 + n..pbase + (k + 1) * 400]
+                            .iter()
+                            .filter(|c| c.norm() != 0.0)
+                            .count(),
+                        0
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn parseval_holds_for_rectangular_frames() {
         let n = 256;
@@ -786,6 +911,40 @@ pub fn stft_f64_batch(
     cancel: &Cancel,
 ) -> Result<(usize, Vec<num_complex::Complex64>)> {
     use num_complex::Complex64;
+    params.validate()?;
+    let total = stft_f64_len(rows, params)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(total)
+        .map_err(|_| AglError::Shape(format!("cannot allocate the STFT output ({total} bins)")))?;
+    out.resize(total, Complex64::new(0.0, 0.0));
+    let n_frames = stft_f64_into(rows, params, window, n_threads, cancel, &mut out)?;
+    Ok((n_frames, out))
+}
+
+/// Bins [`stft_f64_into`] writes for `rows` (all of one length):
+/// `rows * (1 + n_fft/2) * frames`.
+pub fn stft_f64_len(rows: &[&[f64]], params: &StftParams) -> Result<usize> {
+    params.validate()?;
+    let len = rows.first().map_or(0, |r| r.len());
+    let n_frames = params.n_frames(len)?;
+    rows.len()
+        .checked_mul(params.n_freqs())
+        .and_then(|v| v.checked_mul(n_frames))
+        .ok_or_else(|| AglError::Shape("STFT output size overflows".to_string()))
+}
+
+/// [`stft_f64_batch`] into `out` (`stft_f64_len` bins, each written once:
+/// the buffer need not be initialised to any value); returns the frame
+/// count.
+pub fn stft_f64_into(
+    rows: &[&[f64]],
+    params: &StftParams,
+    window: &[f64],
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+    out: &mut [num_complex::Complex64],
+) -> Result<usize> {
+    use num_complex::Complex64;
     use rayon::prelude::*;
 
     params.validate()?;
@@ -819,15 +978,13 @@ pub fn stft_f64_batch(
     let plan = rfft_plan_f64(n_fft);
     let pad = params.pad() as isize;
     let hop = params.hop_length;
-    let total = rows
-        .len()
-        .checked_mul(n_freqs)
-        .and_then(|v| v.checked_mul(n_frames))
-        .ok_or_else(|| AglError::Shape("STFT output size overflows".to_string()))?;
-    let mut out = Vec::new();
-    out.try_reserve_exact(total)
-        .map_err(|_| AglError::Shape(format!("cannot allocate the STFT output ({total} bins)")))?;
-    out.resize(total, Complex64::new(0.0, 0.0));
+    let total = stft_f64_len(rows, params)?;
+    if out.len() != total {
+        return Err(AglError::Shape(format!(
+            "the STFT output holds {} bins, {total} needed",
+            out.len()
+        )));
+    }
     crate::parallel::install(n_threads, || {
         out.par_chunks_mut(n_freqs * n_frames.max(1))
             .zip(rows.par_iter())
@@ -884,7 +1041,7 @@ pub fn stft_f64_batch(
             });
     })?;
     cancel.check()?;
-    Ok((n_frames, out))
+    Ok(n_frames)
 }
 
 #[cfg(test)]

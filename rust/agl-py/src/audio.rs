@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use agl_core::audio::probe::probe_source;
 use agl_core::audio::{decode_source, decode_sources, Channels, DecodeParams, Source};
 use agl_core::resample::{resample, Quality};
 use agl_core::AglError;
@@ -136,6 +137,21 @@ pub fn load<'py>(
     let meta = (d.sr, d.source_sr, d.source_channels, d.truncated);
     let arr = d.into_planar().into_pyarray(py).reshape([n_ch, n])?;
     Ok((arr, meta.0, meta.1, meta.2, meta.3))
+}
+
+/// A file's header (a path or `bytes`): `(sr, channels, frames)`, `frames`
+/// `None` when only decoding tells the length (see
+/// `agl_core::audio::probe`).
+#[pyfunction]
+#[pyo3(signature = (path, format=None))]
+pub fn probe(
+    path: Bound<'_, PyAny>,
+    format: Option<String>,
+) -> PyResult<(u32, usize, Option<u64>)> {
+    let py = path.py();
+    let src = source_of(&path, format, 0)?;
+    let h = gateway::run(py, 1, |_| probe_source(&src))?;
+    Ok((h.sr, h.channels, h.frames))
 }
 
 /// Per-batch result of `load_many`.

@@ -9,7 +9,7 @@ use agl_core::features::{
     EfficientAtConfig,
 };
 use agl_core::mel::{kaldi_mel, MelBank};
-use agl_core::stft::{stft_batch, stft_f64_batch};
+use agl_core::stft::{stft_batch, stft_f64_into};
 use num_complex::{Complex32, Complex64};
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
@@ -307,12 +307,29 @@ pub fn to_db<'py>(
     }
     .params()?;
     let shape = [x.shape()[0], x.shape()[1]];
-    let mut data: Vec<f32> = x.as_array().iter().copied().collect();
-    let work = data.len();
+    let src = x
+        .as_slice()
+        .map_err(|_| param_err("S must be a C-contiguous float32 array"))?;
+    // Written once, every element, into numpy's memory (see `to_db_f64`).
+    // SAFETY: the array is new and C-contiguous; it is fully written before
+    // it is returned (on an error it is dropped unread).
+    let out = unsafe { PyArray2::<f32>::new(py, shape, false) };
+    let dst = unsafe { out.as_slice_mut() }
+        .map_err(|_| internal_err("internal error: a new array is not contiguous"))?;
+    let width = shape[1].max(1);
+    let work = src.len();
     gateway::run(py, work, |c| {
-        agl_core::db::to_db_batch(&mut data, shape[1], &p, amplitude, n_threads, c)
+        agl_core::parallel::install(n_threads, || {
+            use rayon::prelude::*;
+            dst.par_chunks_mut(width)
+                .zip(src.par_chunks(width))
+                .try_for_each(|(row, s)| {
+                    c.check()?;
+                    agl_core::db::to_db_into(s, row, &p, amplitude)
+                })
+        })?
     })?;
-    data.into_pyarray(py).reshape(shape)
+    Ok(out)
 }
 
 /// Double-precision `power_to_db` / `amplitude_to_db` of each row of `x`
@@ -404,6 +421,15 @@ pub fn stft_f64<'py>(
         flat.chunks(width).collect()
     };
     let work = view.len();
-    let (frames, data) = gateway::run(py, work, |c| stft_f64_batch(&slices, &p, &w, n_threads, c))?;
-    Ok((frames, data.into_pyarray(py)))
+    let total = agl_core::stft::stft_f64_len(&slices, &p).map_err(to_py)?;
+    // Written once, every bin, into numpy's memory (no zero fill first).
+    // SAFETY: the array is new and contiguous; `stft_f64_into` writes every
+    // element before it is returned (on an error it is dropped unread).
+    let out = unsafe { PyArray1::<Complex64>::new(py, [total], false) };
+    let dst = unsafe { out.as_slice_mut() }
+        .map_err(|_| internal_err("internal error: a new array is not contiguous"))?;
+    let frames = gateway::run(py, work, |c| {
+        stft_f64_into(&slices, &p, &w, n_threads, c, dst)
+    })?;
+    Ok((frames, out))
 }

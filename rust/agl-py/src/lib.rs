@@ -62,6 +62,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(geo::geo_summary, m)?)?;
     m.add_function(wrap_pyfunction!(audio::load, m)?)?;
     m.add_function(wrap_pyfunction!(audio::load_many, m)?)?;
+    m.add_function(wrap_pyfunction!(audio::probe, m)?)?;
     m.add_function(wrap_pyfunction!(audio::resample_array, m)?)?;
     m.add_function(wrap_pyfunction!(quality::quality_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(quality::levels, m)?)?;

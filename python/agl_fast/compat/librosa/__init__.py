@@ -407,22 +407,22 @@ def get_duration(
     center: bool = _CENTER,
     path: Any = None,
 ) -> float:
-    """``librosa.get_duration`` of a file (decoded here; a container the
-    decoder does not read goes to librosa), a spectrogram or a buffer."""
+    """``librosa.get_duration`` of a file (from its header where that states
+    the length, else decoded here; a container the decoder does not read
+    goes to librosa), a spectrogram or a buffer."""
     from ... import audio
 
     sr = _args.real("sr", sr)
     center = _args.flag("center", center)
     if path is not None:
         try:
-            data, rate = audio.load(path, sr=None, mono=True)
+            return audio.duration(path)
         except AudioDecodeError as exc:
             if not os.path.isfile(path):
                 raise
             return handed_over(  # type: ignore[no-any-return]
                 "get_duration", f"the decoder cannot read {os.fspath(path)!r} ({exc})"
             )(path=path)
-        return float(data.shape[-1]) / rate
     if y is None:
         if S is None:
             raise _ParameterError("At least one of (y, sr), S, or path must be provided")
