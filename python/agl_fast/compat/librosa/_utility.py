@@ -107,9 +107,13 @@ def to_mono(y: np.ndarray) -> np.ndarray:
 
     if not isinstance(y, np.ndarray) or not np.issubdtype(y.dtype, np.floating) or y.ndim < 2:
         return _audio(y)
-    mono = np.mean(y, axis=tuple(range(y.ndim - 1)))
-    if not np.all(np.isfinite(mono)):
-        _audio(y)  # the mean is finite when the input is, unless it overflowed
+    axes = tuple(range(y.ndim - 1))
+    mono = np.add.reduce(y, axis=axes)  # np.mean's sum and division, in y's dtype
+    np.true_divide(mono, math.prod(y.shape[:-1]), out=mono, casting="unsafe")
+    # non-finite input gives a non-finite mean (NaN and infinity reach the
+    # extremes); a non-finite mean of finite input overflowed: check y itself
+    if not (np.isfinite(np.max(mono)) and np.isfinite(np.min(mono))):
+        _audio(y)
     return mono  # type: ignore[no-any-return]
 
 
@@ -241,16 +245,24 @@ def pcen(
         zi = np.empty((1,) * ref.ndim)
         zi[:] = scipy.signal.lfilter_zi([b], [1, b - 1])[:]
     smoothed, zf = scipy.signal.lfilter([b], [1, b - 1], ref, zi=zi, axis=axis)
-    # exp(-gain * (log(eps) + log1p(M / eps))) == (eps + M) ** -gain
-    smooth = np.exp(-gain * np.log(eps + smoothed))
+    # exp(-gain * (log(eps) + log1p(M / eps))) == (eps + M) ** -gain, in place
+    smooth = np.add(smoothed, eps, out=smoothed if smoothed.dtype == np.float64 else None)
+    np.log(smooth, out=smooth)
+    smooth *= -gain
+    np.exp(smooth, out=smooth)
     if power == 0:
         out = np.log1p(S * smooth)
     elif bias == 0:
         out = np.exp(power * (np.log(S) + np.log(smooth)))
-    elif power == 0.5:
+    elif power == 0.5 and smooth.shape == np.shape(S):
         # bias**0.5 * expm1(0.5 * log1p(x)) == sqrt(bias) * x / (sqrt(1 + x) + 1)
-        x = S * smooth / bias
-        out = math.sqrt(bias) * x / (np.sqrt(1.0 + x) + 1.0)
+        x = np.multiply(smooth, S, out=smooth)
+        x /= bias
+        root = np.add(x, 1.0)
+        np.sqrt(root, out=root)
+        root += 1.0
+        out = np.divide(x, root, out=x)
+        out *= math.sqrt(bias)
     else:
         out = (bias**power) * np.expm1(power * np.log1p(S * smooth / bias))
     return (out, zf) if return_zf else out
