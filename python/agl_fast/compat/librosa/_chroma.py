@@ -162,7 +162,7 @@ def chroma_stft(
             return handed_over(  # type: ignore[no-any-return]
                 "feature.chroma_stft", "a tuning band at the edge of the spectrum"
             )(y=y, sr=sr, S=S, norm=norm, **kw, **kwargs)
-    fb = _chroma_basis(sr, n_fft, tuning, n_chroma, extra)
+    fb = _chroma_basis(float(sr), n_fft, float(tuning), n_chroma, extra)
     raw = np.einsum("cf,...ft->...ct", fb, S, optimize=True)
     return normalize(raw, norm=norm, axis=-2)  # type: ignore[no-any-return]
 
