@@ -159,14 +159,19 @@ def istft(
     from ._fallback import handed_over
 
     reason = _unsupported(stft_matrix, hop_length, win_length, n_fft, window, dtype, length, out)
+    if reason is None:
+        n_fft = int(n_fft) if n_fft is not None else 2 * (stft_matrix.shape[-2] - 1)
+        win_length = int(win_length) if win_length is not None else n_fft
+        hop_length = int(hop_length) if hop_length is not None else win_length // 4
+        if min(n_fft, hop_length) < 1:  # librosa's defaults give no hop
+            reason = "a size that is not a positive integer"
     if reason is not None:
         return handed_over("istft", reason)(  # type: ignore[no-any-return]
             stft_matrix, hop_length=hop_length, win_length=win_length, n_fft=n_fft,
             window=window, center=center, dtype=dtype, length=length, out=out,
         )  # fmt: skip
-    n_fft = int(n_fft) if n_fft is not None else 2 * (stft_matrix.shape[-2] - 1)
-    win_length = int(win_length) if win_length is not None else n_fft
-    hop = int(hop_length) if hop_length is not None else win_length // 4
+    hop = int(hop_length)  # type: ignore[arg-type]
+    n_fft, win_length = int(n_fft), int(win_length)  # type: ignore[arg-type]
     out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(stft_matrix.real.dtype)
     ifft_window = _window(window, win_length, n_fft)
     n_frames = stft_matrix.shape[-1]
