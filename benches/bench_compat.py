@@ -45,8 +45,12 @@ def cases(y: np.ndarray, path: str) -> dict[str, tuple[Callable[[Any], Any], Non
     """Name -> (call taking the module, librosa or the compat layer)."""
     import librosa
 
-    S = np.abs(librosa.stft(y)) ** 2
+    D = librosa.stft(y)
+    S = np.abs(D) ** 2
     A = np.sqrt(S)
+    mfcc = librosa.feature.mfcc(y=y, sr=SR)
+    mel = librosa.feature.melspectrogram(y=y, sr=SR)
+    stereo = np.stack([y, y[::-1]])
     return {
         "load": (lambda m: m.load(path, sr=None)[0], None),
         "resample": (lambda m: m.resample(y, orig_sr=SR, target_sr=16000), None),
@@ -67,6 +71,13 @@ def cases(y: np.ndarray, path: str) -> dict[str, tuple[Callable[[Any], Any], Non
         "onset.onset_strength": (lambda m: m.onset.onset_strength(y=y, sr=SR), None),
         "onset.onset_strength_multi": (lambda m: m.onset.onset_strength_multi(y=y, sr=SR), None),
         "filters.mel": (lambda m: m.filters.mel(sr=SR, n_fft=2048), None),
+        "istft": (lambda m: m.istft(D), None),
+        "feature.spectral_contrast": (lambda m: m.feature.spectral_contrast(y=y, sr=SR), None),
+        "feature.chroma_stft": (lambda m: m.feature.chroma_stft(y=y, sr=SR), None),
+        "feature.delta": (lambda m: m.feature.delta(mfcc), None),
+        "util.normalize": (lambda m: m.util.normalize(y), None),
+        "to_mono": (lambda m: m.to_mono(stereo), None),
+        "pcen": (lambda m: m.pcen(mel * 2**31, sr=SR), None),
     }
 
 

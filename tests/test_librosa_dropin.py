@@ -250,6 +250,10 @@ def test_a_realistic_script_runs_unchanged_and_agrees(tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "feature.melspectrogram" in r.stderr and (tmp_path / "fast.png").stat().st_size > 0
+    for name in ("istft", "feature.chroma_stft", "feature.spectral_contrast", "feature.delta",
+                 "util.normalize", "to_mono", "pcen"):  # fmt: skip
+        assert f"  {name}: " in r.stderr, name  # ran agl-fast's function
+    assert "handed to librosa" not in r.stderr, r.stderr
     a, b = np.load(plain), np.load(fast)
     assert set(a.files) == set(b.files)
     for key in a.files:

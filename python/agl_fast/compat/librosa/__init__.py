@@ -61,14 +61,17 @@ __all__ = [
     "get_duration",
     "install",
     "installed",
+    "istft",
     "load",
     "onset",
+    "pcen",
     "power_to_db",
     "resample",
     "reset_counters",
     "segment",
     "sequence",
     "stft",
+    "to_mono",
     "uninstall",
     "util",
 ]
@@ -444,7 +447,12 @@ def get_duration(
 
 __getattr__ = module_getattr("", {})
 
-_CORE = ("load", "resample", "get_duration", "stft", "power_to_db", "amplitude_to_db")
+from ._istft import istft  # noqa: E402
+from ._utility import normalize as _normalize  # noqa: E402
+from ._utility import pcen, to_mono  # noqa: E402
+
+_CORE = ("load", "resample", "get_duration", "stft", "istft", "power_to_db", "amplitude_to_db",
+         "to_mono", "pcen")  # fmt: skip
 # librosa's other public submodules: librosa's own objects, plus the
 # accelerated top-level names that librosa.core also exposes
 core = make_submodule(__name__, "core", {n: globals()[n] for n in _CORE})
@@ -464,4 +472,4 @@ onset = make_submodule(
 )
 segment = make_submodule(__name__, "segment", {})
 sequence = make_submodule(__name__, "sequence", {})
-util = make_submodule(__name__, "util", {})
+util = make_submodule(__name__, "util", {"normalize": _normalize})

@@ -46,6 +46,23 @@ ACCELERATED: dict[str, tuple[str, ...]] = {
     "onset.onset_strength": (),
     "onset.onset_strength_multi": ("sub-band channels",),
     "filters.mel": (),
+    "istft": (
+        "an out= array",
+        "a spectrogram that is not a numpy array of 2 or more dimensions",
+        "a spectrogram that is not complex64/complex128 or has no frames",
+        "a size that is not a positive integer",
+        "a window that is not a name, tuple, number or array",
+        "a dtype that is not a real floating type",
+    ),
+    "feature.spectral_contrast": (),
+    "feature.chroma_stft": (
+        "unhashable filter-bank keywords",
+        "a tuning band at the edge of the spectrum",
+    ),
+    "feature.delta": ("a mode other than interp or extra filter keywords",),
+    "util.normalize": ("an input that is not a float or complex array",),
+    "to_mono": (),
+    "pcen": ("a max-filtered reference (max_size > 1)",),
 }
 
 _lock = threading.Lock()

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ...exceptions import ParameterError
-from ._coverage import record_call
+from ._coverage import ACCELERATED, record_call
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,6 +58,8 @@ def librosa_api(fn: F) -> F:
 
     where = fn.__module__.removeprefix(str(__package__)).lstrip(".")
     name = f"{where}.{fn.__name__}" if where else fn.__name__
+    if where.startswith("_"):  # a private module: the librosa name it serves
+        name = next(q for q in ACCELERATED if q.rpartition(".")[2] == fn.__name__)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

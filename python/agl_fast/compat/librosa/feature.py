@@ -19,6 +19,7 @@ from ...dsp.params import N_FFT as _N_FFT
 from ...dsp.params import PAD_MODE as _PAD_MODE
 from ...dsp.params import WINDOW as _WINDOW
 from ...exceptions import ParameterError
+from ._chroma import chroma_stft, spectral_contrast
 from ._errors import librosa_api
 from ._fallback import module_getattr
 from ._spectral import (
@@ -27,13 +28,17 @@ from ._spectral import (
     spectral_rolloff,
     zero_crossing_rate,
 )
+from ._utility import delta
 
 __all__ = [
+    "chroma_stft",
+    "delta",
     "melspectrogram",
     "mfcc",
     "rms",
     "spectral_bandwidth",
     "spectral_centroid",
+    "spectral_contrast",
     "spectral_flatness",
     "spectral_rolloff",
     "zero_crossing_rate",

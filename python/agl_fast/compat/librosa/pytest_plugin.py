@@ -12,6 +12,7 @@ Enable it with ``pytest -p agl_fast.compat.librosa.pytest_plugin``:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,6 +40,28 @@ def pytest_unconfigure(config: Any) -> None:
         uninstall()
 
 
+#: Per accelerated name: the test cases in which it ran agl-fast code at
+#: least once (``--agl-librosa`` sessions).
+_CASES: Counter[str] = Counter()
+
+
+def _accelerated_by_name(cov: Coverage) -> Counter[str]:
+    ran = Counter(cov.calls)
+    ran.subtract(Counter(name for (name, _reason) in cov.fallbacks.elements()))
+    return +ran
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: Any) -> Iterator[None]:
+    before = _accelerated_by_name(coverage()) if item.config.getoption("--agl-librosa") else None
+    yield
+    if before is not None:
+        ran = _accelerated_by_name(coverage())
+        ran.subtract(before)
+        _CASES.update(name for name, n in ran.items() if n > 0)
+        _CASES["(any)"] += any(n > 0 for n in ran.values())
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
     if config.getoption("--agl-librosa"):
         cov = coverage()
@@ -46,6 +69,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
         terminalreporter.write_line(
             f"agl-fast: {cov.accelerated_calls} librosa calls accelerated, {handed} handed "
             f"to librosa, {sum(cov.librosa_names.values())} lookups of librosa's own names"
+        )
+        terminalreporter.write_line(
+            f"agl-fast: {_CASES['(any)']} test cases ran agl-fast code; per function: "
+            + ", ".join(f"{n}={c}" for n, c in sorted(_CASES.items()) if n != "(any)")
         )
 
 
