@@ -197,10 +197,11 @@ class LoopbackModel:
                     return
                 try:
                     body = json.loads(self.rfile.read(n).decode("utf-8"))
-                    if not isinstance(body, dict):
-                        raise ValueError("not an object")
                 except ValueError as exc:
                     self._send(400, {"error": {"message": f"not a JSON object: {exc}"}})
+                    return
+                if not isinstance(body, dict):
+                    self._send(400, {"error": {"message": "not a JSON object"}})
                     return
                 try:
                     reply = model._reply(body)
