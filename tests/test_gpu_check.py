@@ -14,12 +14,17 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
 
+import agl_fast
+
 ROOT = Path(__file__).resolve().parents[1]
+# the folder of the agl_fast under test (the installed wheel in CI, the
+# source tree with a built module in development): what a child imports
+PKG_ROOT = str(Path(agl_fast.__file__).resolve().parents[1])
 
 
 def test_gpu_check_tiny_runs_on_the_cpu(tmp_path):
     out = tmp_path / "gpu_check.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python"), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": PKG_ROOT, "OMP_NUM_THREADS": "1"}
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--tiny",
                         "--out", str(out)], capture_output=True, text=True, env=env,
                        timeout=600)  # fmt: skip

@@ -19,6 +19,7 @@ pytest.importorskip("torch")
 import torch
 from torch.utils.data import DataLoader
 
+import agl_fast
 from agl_fast.cli import main
 from agl_fast.exceptions import ModelStateError, ParameterError
 from agl_fast.spatial.fit import FitConfig, fit, init_model
@@ -36,6 +37,9 @@ from agl_fast.torch.sage import SageConfig, SageEncoder, load_partial
 pytestmark = pytest.mark.torch
 
 ROOT = Path(__file__).resolve().parents[1]
+# the folder of the agl_fast under test (the installed wheel in CI, the
+# source tree with a built module in development): what a child imports
+PKG_ROOT = str(Path(agl_fast.__file__).resolve().parents[1])
 TINY = SageConfig(embed_dim=32, depth=1, num_heads=2, target_frame=64)
 SECONDS = 0.5
 
@@ -59,7 +63,7 @@ def bank(tmp_path_factory):
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT / "python"), "OMP_NUM_THREADS": "1"}
+    return {**os.environ, "PYTHONPATH": PKG_ROOT, "OMP_NUM_THREADS": "1"}
 
 
 # -- memory ------------------------------------------------------------------

@@ -15,7 +15,12 @@ import pytest
 
 pytest.importorskip("torch")
 
+import agl_fast
+
 ROOT = Path(__file__).resolve().parents[1]
+# the folder of the agl_fast under test (the installed wheel in CI, the
+# source tree with a built module in development): what a child imports
+PKG_ROOT = str(Path(agl_fast.__file__).resolve().parents[1])
 
 _CHILD = """
 import importlib.abc, sys
@@ -34,7 +39,7 @@ sys.exit(main(sys.argv[1:]))
 
 def test_export_without_onnx_prints_the_pip_line(tmp_path: Path) -> None:
     out = tmp_path / "mn10.onnx"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    env = {**os.environ, "PYTHONPATH": PKG_ROOT}
     argv = ["tagger", "export", "--random", "mn10_as", "--out", str(out)]
     p = subprocess.run(
         [sys.executable, "-c", _CHILD, *argv],
