@@ -104,7 +104,9 @@ def test_the_variable_spellings(tmp_path: Path, value: str) -> None:
     code = (
         "import numpy as np, agl_fast, sys; "
         "y = np.random.default_rng(1).standard_normal(32000).astype(np.float32); "
-        "np.save(sys.argv[1], agl_fast.stft(y, n_fft=1024))"
+        # the resampler's vector path rounds differently from its scalar one
+        # (the STFT engines give the same bits on both)
+        "np.save(sys.argv[1], agl_fast.resample(y, orig_sr=32000, target_sr=16000))"
     )
     got = []
     for v in (None, value, "off"):

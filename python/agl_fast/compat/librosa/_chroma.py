@@ -134,6 +134,7 @@ def chroma_stft(
     first or last frequency bin, or whose keywords are not hashable, is
     handed to librosa.
     """
+    n_chroma = _args.count("n_chroma", n_chroma)
     from ._fallback import handed_over
     from ._utility import normalize
 

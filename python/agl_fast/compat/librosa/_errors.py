@@ -52,6 +52,52 @@ def as_librosa(exc: ParameterError) -> ParameterError:
     return new
 
 
+#: Builtin errors that a bad argument raises on its way through numpy,
+#: scipy or librosa's own code (a string where a number goes, a zero
+#: rate...): :func:`librosa_api` gives them the package's type.
+ARGUMENT_ERRORS: tuple[type[Exception], ...] = (
+    TypeError,
+    ValueError,
+    ArithmeticError,
+    IndexError,
+    AttributeError,
+)
+
+_ARGUMENT_CLASSES: dict[type[BaseException], type[ParameterError]] = {}
+
+
+def argument_error(name: str, exc: BaseException) -> ParameterError:
+    """``exc`` (a builtin error, or librosa's ``ParameterError``, raised for
+    a bad argument of ``name``) as a typed error that is still an instance
+    of its own class, so ``except TypeError`` or ``except
+    librosa.ParameterError`` keep catching it.
+
+    Parameters
+    ----------
+    name : str
+        The librosa name that was called.
+    exc : BaseException
+        The error raised inside it.
+
+    Returns
+    -------
+    ParameterError
+        An instance of :class:`agl_fast.exceptions.ParameterError`, of
+        librosa's class when librosa is importable, and of ``type(exc)``.
+    """
+    base = dual_class(ParameterError)
+    kind = type(exc)
+    if kind not in _ARGUMENT_CLASSES and issubclass(base, kind):
+        _ARGUMENT_CLASSES[kind] = base
+    if kind not in _ARGUMENT_CLASSES:
+        try:
+            cls = type(kind.__name__, (base, kind), {"__module__": __name__})
+        except TypeError:  # a class that cannot be combined: the typed error alone
+            cls = base
+        _ARGUMENT_CLASSES[kind] = cls
+    return _ARGUMENT_CLASSES[kind](f"{name}: invalid argument ({kind.__name__}: {exc})")
+
+
 def librosa_api(fn: F) -> F:
     """Decorator: a :class:`ParameterError` leaving ``fn`` is also librosa's;
     each call is counted (:func:`agl_fast.compat.librosa.coverage`)."""
@@ -71,5 +117,12 @@ def librosa_api(fn: F) -> F:
             if converted is exc:
                 raise
             raise converted.with_traceback(exc.__traceback__) from exc.__cause__
+        except ARGUMENT_ERRORS as exc:
+            raise argument_error(name, exc) from exc
+        except Exception as exc:
+            librosa_error = _librosa_parameter_error()
+            if librosa_error is None or not isinstance(exc, librosa_error):
+                raise
+            raise argument_error(name, exc) from exc
 
     return wrapper  # type: ignore[return-value]

@@ -177,11 +177,17 @@ def delta(
     return out  # type: ignore[no-any-return]
 
 
+#: Largest PCEN exponent accepted (a larger one overflows every value).
+MAX_PCEN_POWER = 1e3
+#: Largest max-filter length accepted (scipy's filter indexes with 32 bits).
+MAX_FILTER_SIZE = 2**31 - 1
+
+
 def _pcen_checks(
     power: float, gain: float, bias: float, eps: float, time_constant: float, max_size: Any
 ) -> None:
-    if power < 0:
-        raise ParameterError(f"power={power} must be nonnegative")
+    if not 0 <= power <= MAX_PCEN_POWER:
+        raise ParameterError(f"power={power} must be nonnegative and at most {MAX_PCEN_POWER}")
     if gain < 0:
         raise ParameterError(f"gain={gain} must be non-negative")
     if bias < 0:
@@ -190,8 +196,10 @@ def _pcen_checks(
         raise ParameterError(f"eps={eps} must be strictly positive")
     if time_constant <= 0:
         raise ParameterError(f"time_constant={time_constant} must be strictly positive")
-    if not isinstance(max_size, (int, np.integer)) or max_size <= 0:
-        raise ParameterError(f"max_size={max_size} must be a positive integer")
+    if not isinstance(max_size, (int, np.integer)) or not 0 < max_size <= MAX_FILTER_SIZE:
+        raise ParameterError(
+            f"max_size={max_size} must be a positive integer of at most {MAX_FILTER_SIZE}"
+        )
 
 
 @librosa_api
