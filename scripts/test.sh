@@ -116,7 +116,7 @@ cd "$ROOT"
 
 step "performance gates (pytest-benchmark suite, ratios against the peers, same run)"
 # benches/test_*.py: every gated workload of agl-fast against its best peer
-# in this session, on the same data, outputs checked first, one thread,
+# in the same pytest run, on the same data, outputs checked first, one thread,
 # process CPU time, peers and agl-fast taking turns round by round; each test
 # fails below its ratio gate or above its memory gate (the one table of
 # gates, with what was measured when each was set: benches/_gates.py).
