@@ -311,6 +311,8 @@ class _Stream:
                 continue
             if end == len(self.buf) and self._fill():
                 continue  # a number may go on in the next chunk
+            if end - self.pos > self.limit:
+                raise ParameterError(f"{self.name}: a value over {self.limit} characters")
             self.pos = end
             return v
 
