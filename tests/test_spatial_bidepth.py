@@ -76,6 +76,7 @@ def write_sample(root: Path, *, seconds: float = 0.4) -> Path:
         _row("train/Yaaa", "room1/1.npy", "train/Ybbb", "room2/1.npy", qtype="CoT",
              q="Is the dog closer than the car?", ans="The dog is 1.0 m away ... Yes", k=4),
         _row("train/Ybbb", "room2/1.npy", qtype="MIXUP_NONBINARY_DISTANCE", ans="2m", k=5),
+        _row("train/Yaaa", "room1/1.npy", "train/Ybbb", "room1/0.npy", ans="dog; car", k=6),
     ]  # fmt: skip
     test = [_row("eval/Yccc", "room2/0.npy", ans="speech", k=10),
             _row("eval/Yddd", "room2/1.npy", ans="music", k=11)]  # fmt: skip
@@ -142,8 +143,8 @@ def test_layout_reading_and_type_names(sample):
     assert layout.qa_file("test") == sample / "qa" / "stage1" / "eval.json"
     assert layout.rir_path("room1/0.npy") == sample / "reverb" / "binaural" / "room1" / "0.npy"
     rows = list(iter_qa_rows(layout.qa_file("train")))
-    assert [r["question_id"] for r in rows] == [0, 1, 2, 3, 4, 5]
-    assert [map_type(r["question_type"]) for r in rows] == ["I", "I", "II", "III", "IV", None]
+    assert [r["question_id"] for r in rows] == [0, 1, 2, 3, 4, 5, 6]
+    assert [map_type(r["question_type"]) for r in rows] == ["I", "I", "II", "III", "IV", None, "I"]
     assert map_type("MIXUP_NONBINARY_DISTANCE", {"mixup nonbinary distance": "II"}) == "II"
     assert map_type("Type III") == "III" and map_type("CLASSIFICATION") == "I"
 
@@ -354,7 +355,7 @@ def test_bidepth_scene_data_for_sage(sample):
 
     data = BidepthData(sample)
     assert data.vocab == ["bark", "car", "dog", "music", "speech"]
-    assert data.counts["two-source rows (not for SAGE)"] == 2 and data.skipped == {}
+    assert data.counts["two-source rows (not for SAGE)"] == 3 and data.skipped == {}
     idx = data.index("train")
     pairs = {(str(idx["audio"][a]), str(idx["rirs"][r])) for a, r in idx["scenes"]}
     assert pairs == {("train/Yaaa", "room1/0.npy"), ("train/Ybbb", "room1/1.npy"),
@@ -407,3 +408,80 @@ def test_train_stream_and_evaluate_through_the_cli(sample, tmp_path, capsys):
     assert main([*args[:3], str(sample), *args[4:], "--out", str(tmp_path / "s"),
                  "--sources", str(tmp_path / "sage.pth")]) == 2  # fmt: skip
     assert "--sources does not apply to BiDepth" in capsys.readouterr().err
+
+
+def test_index_memory_does_not_grow_with_the_questions(sample):
+    """Ten times the questions over the same scenes: the same peak while
+    indexing (the file is read a row at a time, rows are not kept). Each
+    count runs in a fresh interpreter (the file written here)."""
+    import subprocess
+    import sys
+
+    import agl_fast
+
+    pytest.importorskip("torch")
+    qa = sample / "qa" / "stage1" / "train.json"
+    rows = json.loads(qa.read_text())["data"]
+    code = ("import sys, tracemalloc; from agl_fast.spatial.bidepth_sage import BidepthData; "
+            "tracemalloc.start(); d = BidepthData(sys.argv[1]); "
+            "print(tracemalloc.get_traced_memory()[1], d.counts['rows'], "
+            "len(d.index('train')['scenes']))")  # fmt: skip
+    env = {**__import__("os").environ,
+           "PYTHONPATH": str(Path(agl_fast.__file__).resolve().parents[1])}  # fmt: skip
+    peaks = []
+    for n in (2000, 20000):
+        many = [{**rows[k % len(rows)], "question": f"question {k} " + "x" * 200, "question_id": k}
+                for k in range(n)]  # fmt: skip
+        qa.write_text(json.dumps({"data": many}))
+        out = subprocess.run([sys.executable, "-c", code, str(sample)], env=env, check=True,
+                             capture_output=True, text=True).stdout.split()  # fmt: skip
+        assert [int(out[1]), int(out[2])] == [n + 2, 3]  # (and the two eval rows)
+        peaks.append(int(out[0]))
+    assert qa.stat().st_size > 4_000_000
+    assert peaks[1] < 1.2 * peaks[0] and peaks[1] < 2_000_000, peaks
+
+
+def test_owl_trainer_reads_bidepth(sample, tmp_path):
+    """OWL's curriculum (all four stages) on the copy through
+    :class:`BidepthQaSource`, with a tiny decoder and OWL's SAGE layout."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
+
+    from agl_fast.torch.owl import PROMPT_TEMPLATE, OwlConfig, build_owl
+    from agl_fast.torch.owl_train import load_recipe, train_owl
+
+    source = BidepthQaSource(sample, "train", seconds=0.5)
+    rows = source.select(["I", "II", "III", "IV"], [1, 2])
+    words = set(PROMPT_TEMPLATE.split())
+    for r in rows:
+        words |= set(r["question"].split()) | set(r["answer"].split())
+    specials = ["<unk>", "<pad>", "<s>", "</s>"]
+    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(specials + sorted(words))},
+                                    unk_token="<unk>"))  # fmt: skip
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", pad_token="<pad>",
+                                  bos_token="<s>", eos_token="</s>")  # fmt: skip
+    tok.save_pretrained(tmp_path / "tokenizer")
+    torch.manual_seed(0)
+    dec = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                      num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                      pad_token_id=1, bos_token_id=2, eos_token_id=3)  # fmt: skip
+    AutoModelForCausalLM.from_config(dec).save_pretrained(tmp_path / "decoder")
+    _, state = _their_sage(32, 1, 2, 5)
+    scfg = {"embed_dim": 32, "depth": 1, "num_heads": 2, "target_frame": 64, "num_classes": 5}
+    torch.save({"model": state, "model_config": scfg}, tmp_path / "sage.pt")
+    cfg = OwlConfig(decoder=str(tmp_path / "decoder"), sage=str(tmp_path / "sage.pt"),
+                    tokenizer=str(tmp_path / "tokenizer"), n_queries=4, qformer_layers=1,
+                    qformer_hidden=32, qformer_heads=2, qformer_intermediate=64,
+                    max_answer_tokens=32)  # fmt: skip
+    model, tok = build_owl(cfg)
+    torch.testing.assert_close(model.encoder.cls_tokens.detach(), state["cls_tokens"])
+    recipe = load_recipe(None, ["max_steps=1", "global_batch_size=2", "micro_batch_size=2",
+                                "bf16=false"])  # fmt: skip
+    result = train_owl(model, tok, source, recipe, tmp_path / "run")
+    stages = [h["stage"] for h in result["history"]]
+    assert stages == ["stage1_single", "stage1_dual", "stage2", "stage3"]
+    assert all(np.isfinite(h["loss"]) for h in result["history"])

@@ -52,7 +52,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -188,8 +188,8 @@ def _safe_id(value: Any) -> str | None:
     """An id usable as a relative path below its root, or None."""
     if not isinstance(value, str) or not value or "\0" in value or len(value) > 1024:
         return None
-    p = PurePosixPath(value.replace("\\", "/"))
-    return None if p.is_absolute() or ".." in p.parts else value
+    parts = value.replace("\\", "/").split("/")
+    return None if parts[0] == "" or ":" in parts[0] or ".." in parts else value
 
 
 @dataclass(frozen=True)
