@@ -189,7 +189,8 @@ def _safe_id(value: Any) -> str | None:
     if not isinstance(value, str) or not value or "\0" in value or len(value) > 1024:
         return None
     parts = value.replace("\\", "/").split("/")
-    return None if parts[0] == "" or ":" in parts[0] or ".." in parts else value
+    drive = len(parts[0]) == 2 and parts[0][1] == ":"  # C:/...
+    return None if parts[0] == "" or drive or ".." in parts else value
 
 
 @dataclass(frozen=True)

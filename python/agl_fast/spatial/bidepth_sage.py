@@ -48,8 +48,9 @@ class BidepthData:
     the event classes of a clip are the names of its Type I answers, the
     vocabulary (``vocab``) their sorted union over both splits. Two-source
     rows are counted, not trained on (SAGE's targets are one direction and
-    one distance per clip). ``counts``: rows read, skipped (by reason), and
-    scenes dropped for want of a position.
+    one distance per clip). ``counts``: rows read, skipped (by reason),
+    scenes dropped for want of a position, distances beyond the last class
+    (set to class 20) and scenes with no event target.
     """
 
     def __init__(self, layout: BidepthLayout | str | Path, *,
@@ -101,6 +102,10 @@ class BidepthData:
                 self.counts["scenes without a position"] += 1
                 continue
             keep.append((a, r))
+            if lab["distance_class"] > 20:
+                self.counts["distance over 10 m (class 20)"] += 1
+            if a not in scan["events"]:
+                self.counts["scenes whose clip has no Type I answer (no event target)"] += 1
             labels.append((lab["azimuth"], lab["elevation"], min(20, lab["distance_class"])))
         cls = {x: i for i, x in enumerate(self.vocab)}
         return {
