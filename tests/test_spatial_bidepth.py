@@ -181,12 +181,13 @@ def test_hostile_files_are_typed_or_counted(sample, tmp_path):
     good = json.loads((qa / "train.json").read_text())["data"]
     # Rows that cannot be used are skipped and counted.
     bad_rows = [*good[:1], "not a row", {"audio_id": "x"}, _row("../../etc/passwd", "room1/0.npy"),
-                _row("train/Yaaa", "/abs/0.npy"), _row(3, "room1/0.npy")]  # fmt: skip
+                _row("train/Yaaa", "/abs/0.npy"), _row(3, "room1/0.npy"),
+                _row("train/Yaaa", "C:/x.npy"), _row("train/Y:a", "room1/0.npy")]  # fmt: skip
     (qa / "train.json").write_text(json.dumps({"data": bad_rows}))
     src = BidepthQaSource(sample, "train")
-    assert len(src.select(["I"], [1])) == 1
+    assert [r["pairs"][0][0] for r in src.select(["I"], [1])] == ["train/Yaaa", "train/Y:a"]
     assert dict(src.counts) == {"skipped not an object": 1, "skipped missing keys": 1,
-                                "skipped bad ids": 3}  # fmt: skip
+                                "skipped bad ids": 4}  # fmt: skip
     # Bad JSON, a truncated file, a row over the size limit, no data list.
     for text, msg in (
         ('{"data": [{"audio_id": }]}', "bad JSON"),
