@@ -43,7 +43,7 @@ from torch.utils.data import DataLoader
 
 from ..exceptions import ModelStateError, ParameterError
 from ..torch.sage import SageConfig, SageEncoder, load_checkpoint, load_partial
-from .stream import RirBank, StreamConfig, StreamingScenes
+from .stream import RirBank, StreamConfig
 from .train import TrainConfig, _lr, binaural_loss, table2_figures
 
 __all__ = ["PRECISIONS", "FitConfig", "evaluate_stream", "fit", "init_model"]
@@ -85,7 +85,10 @@ def init_model(model: SageEncoder, path: str | Path, *, strict: bool = True) -> 
     wrappers and ``module.`` prefixes accepted) into ``model``.
 
     ``strict``: every encoder and head entry must be there and nothing else
-    (:class:`~agl_fast.exceptions.ModelStateError` otherwise); else the
+    (:class:`~agl_fast.exceptions.ModelStateError` otherwise; OWL's released
+    SAGE, which has no direction and distance heads, leaves those at their
+    initialisation: ``layout`` ``'owl-sage'`` and ``kept`` in the report,
+    :func:`agl_fast.torch.sage.load_checkpoint`); else the
     entries whose name and shape match are loaded and the report
     (``loaded``, ``missing``, ``unexpected``, ``mismatched``) is returned
     and logged."""
@@ -104,11 +107,11 @@ def init_model(model: SageEncoder, path: str | Path, *, strict: bool = True) -> 
         raise ModelStateError(f"{path}: expected a state dict, got {type(state).__name__}")
     if strict:
         try:
-            load_checkpoint(model, state, strict=True)
+            loaded = load_checkpoint(model, state, strict=True)
         except RuntimeError as exc:  # names or shapes (load_state_dict's own error)
             detail = " ".join(str(exc).split())
             raise ModelStateError(f"{path} does not load strictly: {detail}") from exc
-        report: dict[str, Any] = {"loaded": sorted(model.state_dict()), "strict": True}
+        report: dict[str, Any] = {**loaded, "strict": True}
     else:
         report = {**load_partial(model, state), "strict": False}
         logger.info("init from %s: %d loaded, %d missing, %d unexpected, %d mismatched", path,
@@ -307,10 +310,10 @@ def _open_state(path: Path, resume: bool) -> dict[str, Any] | None:
     return state
 
 
-def _loader(bank: RirBank, sources: Any, stream: StreamConfig, *, epoch: int, start: int,
+def _loader(bank: Any, sources: Any, stream: StreamConfig, *, epoch: int, start: int,
             dist: _Dist, workers: int) -> DataLoader:  # type: ignore[type-arg]  # fmt: skip
-    ds = StreamingScenes(bank, sources, stream, epoch=epoch, start=start, rank=dist.rank,
-                         world=dist.world)  # fmt: skip
+    ds = bank.scenes(sources, stream, epoch=epoch, start=start, rank=dist.rank,
+                     world=dist.world)  # fmt: skip
     # Its own generator: making a loader must not draw from the global RNG
     # (the masks' generator), or a resumed run would draw differently.
     g = torch.Generator().manual_seed(stream.seed * 1_000_003 + epoch)
@@ -363,7 +366,7 @@ def _prepare(
 
 
 def _evaluate_test(
-    run: _State, rbank: RirBank, eval_sources: Any, stream: StreamConfig, cfg: TrainConfig,
+    run: _State, rbank: Any, eval_sources: Any, stream: StreamConfig, cfg: TrainConfig,
     loop: FitConfig, dev: torch.device,
 ) -> dict[str, Any]:  # fmt: skip
     test = replace(stream, scenes=loop.eval_scenes, batch_size=loop.eval_batch, mixup=0.0,
@@ -374,14 +377,17 @@ def _evaluate_test(
 
 
 def fit(
-    bank: str | Path, out: str | Path, *, sources: Any, model_config: SageConfig,
+    bank: Any, out: str | Path, *, sources: Any, model_config: SageConfig,
     config: TrainConfig, stream: StreamConfig, loop: FitConfig | None = None,
     eval_sources: Any = None, resume: bool = False, device: str | None = None,
     init: str | Path | None = None, init_strict: bool = True, until: int | None = None,
     log: Any = None,
 ) -> tuple[SageEncoder, dict[str, Any]]:  # fmt: skip
-    """Train SAGE on scenes streamed from the BRIR bank ``bank`` and
-    ``sources`` (:mod:`agl_fast.spatial.stream`); ``out`` receives
+    """Train SAGE on scenes streamed from the BRIR bank ``bank`` (a path)
+    and ``sources`` (:mod:`agl_fast.spatial.stream`), or from scene data
+    with a ``scenes`` method, as
+    :class:`~agl_fast.spatial.bidepth_sage.BidepthData` (then also the
+    ``sources`` and ``eval_sources``); ``out`` receives
     ``checkpoint.pt``, ``history.jsonl`` (one line every ``log_every``
     optimiser steps: step, epoch, loss, lr, seconds) and ``metrics.json``
     (with ``eval_sources`` and ``loop.eval_scenes``, ``test``: the figures
@@ -401,7 +407,7 @@ def fit(
                              f">= 0, got {loop}")  # fmt: skip
     out = Path(out)
     dist, dev = _setup(device)
-    rbank = RirBank(bank)
+    rbank = bank if hasattr(bank, "scenes") else RirBank(bank)
     per_epoch = stream.batches // loop.accum
     if per_epoch < 1 or loop.epochs < 1:
         raise ParameterError(f"{stream.scenes} scenes in batches of {stream.batch_size} x "

@@ -22,8 +22,9 @@ def add_stream_options(tr: Any) -> None:
     """The ``--stream`` options of ``agl-fast spatial train``."""
     g = tr.add_argument_group("streamed training (--stream)")
     g.add_argument("--stream", action="store_true",
-                   help="stream scenes made on the fly from the BRIRs of DATA (a BRIR bank, or "
-                   "a simulated dataset whose bank is written to DATA/rir_bank once)")  # fmt: skip
+                   help="stream scenes made on the fly from the BRIRs of DATA (a BRIR bank, "
+                   "a simulated dataset whose bank is written to DATA/rir_bank once, or a "
+                   "BiDepth copy: its bidepth.json or the folder holding it)")  # fmt: skip
     g.add_argument("--scenes", type=int, default=20000, help="scenes per epoch")
     g.add_argument("--epochs", type=int, default=1, help="epochs")
     g.add_argument("--clip-seconds", type=float, default=10.0, help="clip length (s)")
@@ -69,12 +70,19 @@ def _sources(args: argparse.Namespace) -> tuple[Any, Any]:
             SyntheticSources(max(1, n // 5), secs, seed=test_seed))  # fmt: skip
 
 
-def _bank(data: Path) -> Path:
+def _bank(data: Path) -> Any:
+    """The scene data of DATA: a BiDepth copy
+    (:class:`~agl_fast.spatial.bidepth_sage.BidepthData`) or a bank path."""
     import os
 
     from ..exceptions import ParameterError
+    from .bidepth import is_bidepth
     from .stream import BANK_ARRAY, bank_from_dataset
 
+    if is_bidepth(data):
+        from .bidepth_sage import BidepthData
+
+        return BidepthData(data)
     if (data / BANK_ARRAY).is_file():
         return data
     if not (data / "scenes.jsonl").is_file():
@@ -101,7 +109,14 @@ def run_stream(args: argparse.Namespace, model_config: Any, config: Any) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     bank = _bank(Path(args.data))
-    train_src, test_src = _sources(args)
+    if isinstance(bank, Path):
+        train_src, test_src = _sources(args)
+    elif args.sources:
+        from ..exceptions import ParameterError
+
+        raise ParameterError("--sources does not apply to BiDepth (its clips are in the layout)")
+    else:
+        train_src = test_src = bank
     stream = StreamConfig(scenes=args.scenes, batch_size=config.batch_size,
                           seconds=args.clip_seconds, mixup=args.mixup, weighted=args.weighted,
                           seed=args.seed)  # fmt: skip
@@ -120,7 +135,7 @@ def run_stream(args: argparse.Namespace, model_config: Any, config: Any) -> int:
         from .infer import export_onnx
 
         export_onnx(model, str(args.export), frames=1 + round(args.clip_seconds * SR) // HOP)
-    if "init" in metrics and args.init_report:
+    if "init" in metrics and (args.init_report or metrics["init"].get("layout") == "owl-sage"):
         report = json.loads((Path(args.out) / "init_report.json").read_text())
         print(json.dumps({"init_report": report}))
     print(json.dumps(metrics))

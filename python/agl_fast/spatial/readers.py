@@ -2,12 +2,14 @@
 
 SpatialSoundQA (BAT) as its loaders read it, and BiDepth through the same
 configuration (OWL's code keeps SLAM-LLM's data settings ``qa_data_root``,
-``anechoic_data_root``, ``reverb_data_root``, ``channel_type``):
+``anechoic_data_root``, ``reverb_data_root``, ``channel_type``; reading
+BiDepth in place, without writing scenes, is :mod:`.bidepth`):
 
-* questions: JSON lines, one question a line, with ``audio_id``,
-  ``reverb_id``, ``audio_id2``, ``reverb_id2`` (null for one source),
-  ``question_id``, ``question_type``, ``question``, ``answer``; the file of
-  a split is ``<qa_root>/<stage>/<split>.jsonl``;
+* questions: ``<qa_root>/<stage>/<split>.json``, a JSON object whose
+  ``data`` list holds the rows (OWL's files; JSON lines, ``.jsonl``, are
+  read too), with ``audio_id``, ``reverb_id``, ``audio_id2``, ``reverb_id2``
+  (null for one source), ``question_id``, ``question_type``, ``question``,
+  ``answer`` (:func:`.bidepth.iter_qa_rows`);
 * dry source audio: ``<anechoic_root>/<audio_id>.wav`` (any rate, first
   channel; resampled to 32 kHz);
 * binaural RIRs: ``<reverb_root>/<channel_type>/<reverb_id>``, NumPy
@@ -15,13 +17,15 @@ configuration (OWL's code keeps SLAM-LLM's data settings ``qa_data_root``,
 * RIR positions (Spatial-AST's reverb JSON, optional): ``{"data": [{"fname":
   <reverb_id>, "sensor_position": "x,y,z", "source_position": "x,y,z"},
   ...]}`` in the simulator's frame (x right, y up, -z ahead of the
-  listener), giving the BAT labels as Spatial-AST computes them;
-* depth panoramas (BiDepth; its files are announced, not released, so this
-  location is an assumption to adjust): ``<reverb_root>/depth/<reverb_id>``,
-  NumPy ``[H, W]`` in metres.
+  listener), giving the BAT labels as Spatial-AST computes them
+  (:func:`.bidepth.read_positions`);
+* depth panoramas, when present: ``<reverb_root>/depth/<reverb_id>``, NumPy
+  ``[H, W]`` in metres (OWL's loader reads no depth file; this location is
+  agl-fast's own).
 
-Mixtures are made as those loaders make them: each source normalised to
--14 dBFS RMS, convolved with its RIR (full length), cut or zero-padded to
+Mixtures are made as those loaders make them, by the one rule of
+:func:`.bidepth.render_row` (:func:`.mix.spatialize`): each source
+normalised to -14 dBFS RMS, convolved with its RIR, cut or zero-padded to
 10 s, and two sources averaged.
 
 :func:`read_slam_qa` writes ``scenes/NNNNNN.npz`` (``audio``, ``brir_k``,
@@ -35,104 +39,37 @@ not scored.
 
 from __future__ import annotations
 
+import itertools
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..exceptions import ParameterError
+from .bidepth import (
+    RESAMPLERS,
+    BidepthLayout,
+    event_names,
+    iter_qa_rows,
+    labels_from_positions,
+    load_rir,
+    read_positions,
+    render_row,
+)
+from .defaults import CLIP_SECONDS, SR
 
 __all__ = ["CLIP_SECONDS", "SR", "labels_from_positions", "read_slam_qa"]
-
-from .defaults import CLIP_SECONDS, SR
-from .defaults import LOUDNESS_DBFS as _LOUDNESS_DBFS
 
 _QA_KEYS = ("audio_id", "reverb_id", "question", "answer")
 
 
-def labels_from_positions(sensor: Any, source: Any) -> dict[str, Any]:
-    """BAT labels of a source from simulator positions (x right, y up, -z ahead).
-
-    Returns ``azimuth`` (0..359, counter-clockwise from the right, 90
-    ahead), ``elevation`` (0..179, 90 horizontal), ``distance_class``
-    (``round(2 d)``) and ``distance_m``.
-    """
-    s = np.asarray(sensor, dtype=np.float64)
-    p = np.asarray(source, dtype=np.float64)
-    if s.shape != (3,) or p.shape != (3,):
-        raise ParameterError(f"positions must be 3 numbers, got {s.shape} and {p.shape}")
-    dx, dy, dz = p - s
-    d = float(np.linalg.norm(p - s))
-    az = (round(math.degrees(math.atan2(-dz, dx))) + 360) % 360
-    el = (round(math.degrees(math.atan2(dy, math.hypot(dx, dz)))) + 90) % 180
-    return {"azimuth": int(az), "elevation": int(el), "distance_class": round(2 * d),
-            "distance_m": d}  # fmt: skip
-
-
-def _xyz(text: Any) -> list[float]:
-    parts = str(text).split(",") if not isinstance(text, (list, tuple)) else list(text)
-    if len(parts) != 3:
-        raise ParameterError(f"a position must be 'x,y,z', got {text!r}")
-    return [float(v) for v in parts]
-
-
-def _positions(path: str | Path | None) -> dict[str, dict[str, Any]]:
-    if path is None:
-        return {}
-    doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    items = doc["data"] if isinstance(doc, dict) else doc
-    out = {}
-    for it in items:
-        out[str(it["fname"])] = labels_from_positions(
-            _xyz(it["sensor_position"]), _xyz(it["source_position"])
-        )
-    return out
-
-
-def _dry(path: Path) -> np.ndarray:
-    import soundfile as sf
-    from scipy.signal import resample_poly
-
-    from ..exceptions import AudioDecodeError
-
-    try:
-        y, sr = sf.read(str(path), dtype="float64", always_2d=True)
-    except Exception as exc:
-        raise AudioDecodeError(f"cannot read {path}: {exc}") from exc
-    y = y[:, 0]
-    if sr != SR:
-        g = math.gcd(int(sr), SR)
-        y = resample_poly(y, SR // g, int(sr) // g)
-    rms = float(np.sqrt(np.mean(y**2))) if y.size else 0.0
-    return y if rms == 0 else y * (10 ** (_LOUDNESS_DBFS / 20) / rms)
-
-
-def _wet(dry: np.ndarray, rir: np.ndarray) -> np.ndarray:
-    from scipy.signal import fftconvolve
-
-    n = round(CLIP_SECONDS * SR)
-    wet = fftconvolve(dry[None], rir, mode="full")[:, :n]
-    out = np.zeros((rir.shape[0], n))
-    out[:, : wet.shape[1]] = wet
-    return out
-
-
-def _rir(path: Path) -> np.ndarray:
-    if not path.is_file():
-        raise ParameterError(f"RIR not found: {path}")
-    h = np.load(path)
-    if h.ndim != 2 or h.shape[0] != 2:
-        raise ParameterError(f"{path}: a binaural RIR must be [2, L], got shape {h.shape}")
-    return np.asarray(h, dtype=np.float64)
-
-
 def _read_items(qa_file: str | Path, limit: int | None) -> list[dict[str, Any]]:
-    """The questions of a JSONL file (the first ``limit``), each with the keys needed."""
-    lines = Path(qa_file).read_text(encoding="utf-8").splitlines()
-    items = [json.loads(x) for x in lines if x.strip()][:limit]
+    """The questions of a QA file (the first ``limit``), each with the keys needed."""
+    items = list(itertools.islice(iter_qa_rows(qa_file), limit))
     for k, it in enumerate(items):
+        if not isinstance(it, dict):
+            raise ParameterError(f"{qa_file}: row {k + 1} is not an object")
         missing = [c for c in _QA_KEYS if c not in it]
         if missing:
             raise ParameterError(f"{qa_file}: line {k + 1} lacks {missing}")
@@ -147,14 +84,11 @@ def _pairs(it: dict[str, Any]) -> list[tuple[Any, Any]]:
     return pairs
 
 
-def _write_scene(
-    path: Path, pairs: list[tuple[Any, Any]], dry_root: Path, rir_root: Path, channel_type: str
-) -> None:
+def _write_scene(path: Path, pairs: list[tuple[Any, Any]], layout: BidepthLayout) -> None:
     """Render a scene's mixture and save it with its BRIRs (and depth map, if any)."""
-    brirs = [_rir(rir_root / channel_type / r) for _, r in pairs]
-    dry = [_dry(dry_root / f"{a}.wav") for a, _ in pairs]
-    wet = np.mean([_wet(y, h) for y, h in zip(dry, brirs, strict=True)], axis=0)
-    arrays = {"audio": wet.astype(np.float32)}
+    rir_root = layout.reverb_data_root
+    brirs = [load_rir(layout.rir_path(r)) for _, r in pairs]
+    arrays = {"audio": render_row(layout, pairs)}
     for k, h in enumerate(brirs):
         arrays[f"brir_{k}"] = h.astype(np.float32)
     depth = rir_root / "depth" / pairs[0][1]
@@ -172,7 +106,7 @@ def _qa_row(
                            "type": it.get("question_type"), "n_sources": n_sources,
                            "question": it["question"], "answer": it["answer"]}  # fmt: skip
     if it.get("question_type") == "CLASSIFICATION":
-        names = [x.strip() for x in str(it["answer"]).split(";") if x.strip()]
+        names = event_names(it["answer"])
         row.update(type="I", kind="detect", events=names, target_events=names,
                    source_type="CLASSIFICATION")  # fmt: skip
         if n_sources == 1 and not scene["events"]:
@@ -196,13 +130,14 @@ def read_slam_qa(
     positions: str | Path | None = None,
     channel_type: str = "binaural",
     limit: int | None = None,
+    resampler: str = RESAMPLERS[0],
 ) -> list[dict[str, Any]]:
     """Read one split of SpatialSoundQA / BiDepth into ``out`` (module docs).
 
     Parameters
     ----------
     qa_file : path
-        ``<qa_root>/<stage>/<split>.jsonl``.
+        ``<qa_root>/<stage>/<split>.json`` (or ``.jsonl``).
     anechoic_root, reverb_root : path
         The dry audio and RIR roots.
     out : path
@@ -215,6 +150,9 @@ def read_slam_qa(
         The RIR folder under ``reverb_root``.
     limit : int, optional
         Read the first ``limit`` questions only.
+    resampler : str
+        How sources reach 32 kHz (:data:`.bidepth.RESAMPLERS`; ``polyphase``
+        is the loaders' own SciPy call).
 
     Returns
     -------
@@ -222,8 +160,9 @@ def read_slam_qa(
         The ``scenes.jsonl`` rows.
     """
     items = _read_items(qa_file, limit)
-    pos = _positions(positions)
-    dry_root, rir_root = Path(anechoic_root), Path(reverb_root)
+    pos = read_positions(positions)
+    layout = BidepthLayout(Path(), "", Path(anechoic_root), Path(reverb_root), channel_type,
+                           resampler=resampler)  # fmt: skip
     outp = Path(out)
     (outp / "scenes").mkdir(parents=True, exist_ok=True)
     scenes: dict[tuple[Any, ...], str] = {}
@@ -235,7 +174,7 @@ def read_slam_qa(
         if key not in scenes:
             sid = f"{len(scenes):06d}"
             scenes[key] = sid
-            _write_scene(outp / "scenes" / f"{sid}.npz", pairs, dry_root, rir_root, channel_type)
+            _write_scene(outp / "scenes" / f"{sid}.npz", pairs, layout)
             rows.append({
                 "id": sid, "split": split, "seed": None, "receiver": channel_type, "sr": SR,
                 "sources": [{"audio_id": a, "reverb_id": r} for a, r in pairs],

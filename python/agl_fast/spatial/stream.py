@@ -146,6 +146,17 @@ class RirBank:
             raise ParameterError(f"{root}: {int(bad.sum())} rows with labels out of range "
                                  f"(first: {int(np.flatnonzero(bad)[0])})")  # fmt: skip
 
+    def scenes(
+        self, sources: Any, config: StreamConfig, *, epoch: int = 0, start: int = 0,
+        rank: int = 0, world: int = 1,
+    ) -> StreamingScenes:  # fmt: skip
+        """The streamed batches of one epoch (:class:`StreamingScenes`) of
+        ``sources`` through this bank; :func:`agl_fast.spatial.fit.fit` asks
+        its scene data for them this way (a BiDepth copy answers with its own,
+        :class:`agl_fast.spatial.bidepth_sage.BidepthData`)."""
+        return StreamingScenes(self, sources, config, epoch=epoch, start=start, rank=rank,
+                               world=world)  # fmt: skip
+
     def indices(self, split: str) -> np.ndarray:
         """Indices of the BRIRs of ``split`` (``'train'`` or ``'test'``)."""
         idx = np.flatnonzero(self.split == split)

@@ -36,6 +36,7 @@ the binaural RIR.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -48,9 +49,11 @@ from ..exceptions import ModelStateError, ParameterError
 from .sage_rir import RirDecoder
 
 __all__ = [
+    "OWL_SAGE_ABSENT",
     "SageConfig",
     "SageEncoder",
     "bicubic_matrix",
+    "checkpoint_layout",
     "load_checkpoint",
     "load_partial",
     "n_parameters",
@@ -59,6 +62,13 @@ __all__ = [
 
 _SKIP_PREFIXES = ("spectrogram_extractor.", "logmel_extractor.")
 _BRANCH_PREFIX = "rir_decoder."
+#: Entries OWL's released SAGE (its ``BinauralEncoder``) does not have: it
+#: hands the last block's tokens to the Q-Former, with no head norms and no
+#: direction or distance heads (its ``head``, the events, it has).
+OWL_SAGE_ABSENT = (
+    "dis_norm.", "doa_norm.", "fc_norm.", "distance_head.", "azimuth_head.", "elevation_head.",
+)  # fmt: skip
+_LOG = logging.getLogger("agl_fast.torch.sage")
 
 
 @dataclass
@@ -385,28 +395,61 @@ def load_partial(model: SageEncoder, state: dict[str, Any]) -> dict[str, list[st
     }
 
 
-def load_checkpoint(model: SageEncoder, state: dict[str, Any], *, strict: bool = True) -> None:
+def checkpoint_layout(state: dict[str, Any]) -> str:
+    """``'owl-sage'`` for a state of OWL's released SAGE (``cls_tokens`` and
+    none of :data:`OWL_SAGE_ABSENT`), else ``'spatial-ast'``."""
+    clean = _clean_state(state)
+    owl = "cls_tokens" in clean and not any(k.startswith(OWL_SAGE_ABSENT) for k in clean)
+    return "owl-sage" if owl else "spatial-ast"
+
+
+def load_checkpoint(
+    model: SageEncoder, state: dict[str, Any], *, strict: bool = True
+) -> dict[str, Any]:
     """Load a Spatial-AST / SAGE state dict (``{'model': ...}`` wrappers and
     ``module.`` prefixes accepted; the in-model STFT/mel weights are dropped).
 
     ``strict=True`` requires every encoder and head entry to be present and
-    no unknown entry, with one exception: the RIR branch (``rir_decoder.*``)
+    no unknown entry, with two exceptions: the RIR branch (``rir_decoder.*``)
     may be absent from the state (a released encoder checkpoint loaded into
-    a model built with the branch), and then keeps its initialisation; a
+    a model built with the branch), and then keeps its initialisation (a
     branch in the state is loaded when the model has one and is an unknown
-    entry otherwise. ``strict=False`` ignores missing and unknown entries.
-    Shapes must match either way. Mismatches raise ``RuntimeError`` as
-    ``load_state_dict`` does.
+    entry otherwise); and a state of OWL's SAGE (:func:`checkpoint_layout`)
+    lacks :data:`OWL_SAGE_ABSENT`, which keep theirs. ``strict=False``
+    ignores missing and unknown entries. Shapes must match either way.
+    Mismatches raise ``RuntimeError`` as ``load_state_dict`` does.
+
+    Returns
+    -------
+    dict
+        The key report (logged): ``layout``, ``loaded``, ``kept`` (model
+        entries left at their initialisation), ``unexpected`` and
+        ``dropped`` (the front-end weights), each list sorted.
     """
+    layout = checkpoint_layout(state)
     clean = _clean_state(state)
+    raw = state["model"] if isinstance(state.get("model"), dict) else state
     result = model.load_state_dict(clean, strict=False)
-    if strict:
-        missing = [k for k in result.missing_keys if not k.startswith(_BRANCH_PREFIX)]
-        if missing or result.unexpected_keys:
-            raise ModelStateError(
-                f"state does not match the model (as load_state_dict): missing {missing}, "
-                f"unexpected {list(result.unexpected_keys)}"
-            )
+    allowed = (_BRANCH_PREFIX, *OWL_SAGE_ABSENT) if layout == "owl-sage" else (_BRANCH_PREFIX,)
+    missing = [k for k in result.missing_keys if not k.startswith(allowed)]
+    if strict and (missing or result.unexpected_keys):
+        raise ModelStateError(
+            f"state does not match the model (as load_state_dict): missing {missing}, "
+            f"unexpected {list(result.unexpected_keys)}"
+        )
+    report = {
+        "layout": layout,
+        "loaded": sorted(k for k in clean if k not in set(result.unexpected_keys)),
+        "kept": sorted(result.missing_keys),
+        "unexpected": sorted(result.unexpected_keys),
+        "dropped": sorted(
+            k for k in raw if str(k).removeprefix("module.").startswith(_SKIP_PREFIXES)
+        ),
+    }
+    _LOG.info("checkpoint (%s): %d loaded, %d kept at initialisation %s, %d unexpected, "
+              "%d front-end entries dropped", layout, len(report["loaded"]), len(report["kept"]),
+              report["kept"], len(report["unexpected"]), len(report["dropped"]))  # fmt: skip
+    return report
 
 
 def n_parameters(model: nn.Module) -> int:
