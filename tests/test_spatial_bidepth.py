@@ -117,11 +117,12 @@ def _hand(root: Path, pairs, polyphase: bool) -> np.ndarray:
 
 @pytest.mark.parametrize("polyphase", [False, True])
 def test_render_equals_the_loaders_recipe(sample, polyphase):
-    layout = BidepthLayout.open(sample)
-    if polyphase:
+    layout = BidepthLayout.open(sample)  # the default: the loader's own resample_poly
+    assert layout.resampler == "polyphase"
+    if not polyphase:
         doc = json.loads((sample / "bidepth.json").read_text())
-        (sample / "poly.json").write_text(json.dumps({**doc, "resampler": "polyphase"}))
-        layout = BidepthLayout.open(sample / "poly.json")
+        (sample / "own.json").write_text(json.dumps({**doc, "resampler": "agl-fast"}))
+        layout = BidepthLayout.open(sample / "own.json")
     one = [("train/Ybbb", "room1/1.npy")]  # 44.1 kHz stereo: the first channel
     two = [("train/Yaaa", "room1/0.npy"), ("eval/Yddd", "room2/1.npy")]  # 16 kHz + 32 kHz
     for pairs in (one, two):
@@ -130,7 +131,7 @@ def test_render_equals_the_loaders_recipe(sample, polyphase):
         want = _hand(sample, pairs, polyphase)
         np.testing.assert_allclose(got, want, atol=2e-6 * np.abs(want).max())
     # agl-fast's resampler against the loader's own call, on these tones and noise
-    a = render_row(BidepthLayout.open(sample), one)
+    a = render_row(layout, one)
     b = _hand(sample, one, polyphase=True)
     assert np.sqrt(np.mean((a - b) ** 2)) < 0.05 * np.sqrt(np.mean(b**2))
 

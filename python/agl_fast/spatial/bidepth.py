@@ -17,9 +17,9 @@ kept here under the same names in a ``bidepth.json`` file, see
   ``channel_type`` is ``binaural``.
 
 A scene is rendered as that loader renders it (:func:`render_row`, through
-:func:`.mix.spatialize`): the source resampled to 32 kHz (agl-fast's
-resampler, or with ``"resampler": "polyphase"`` SciPy's ``resample_poly``
-as the loader calls it), scaled to -14 dBFS RMS (over the whole resampled
+:func:`.mix.spatialize`): the source resampled to 32 kHz (SciPy's
+``resample_poly`` as the loader calls it, or agl-fast's resampler with
+``"resampler": "agl-fast"``), scaled to -14 dBFS RMS (over the whole resampled
 clip), convolved with its RIR, the first 10 s kept (zero-padded when
 shorter); with a second source the two renders are averaged. The loader
 reads no position or depth file: the labels SAGE trains on (azimuth,
@@ -90,10 +90,11 @@ MAX_SOURCE_SECONDS = 60.0
 #: Longest RIR accepted (samples).
 MAX_RIR_SAMPLES = 10 * SR
 _REQUIRED = ("audio_id", "reverb_id", "question", "answer")
-#: How a dry source reaches 32 kHz: agl-fast's resampler (:func:`agl_fast.audio.load`,
-#: ``hq``) or ``polyphase``, SciPy's ``resample_poly`` as OWL's loader calls it
-#: (the authors' values to float rounding; needs SciPy).
-RESAMPLERS = ("agl-fast", "polyphase")
+#: How a dry source reaches 32 kHz, the default first: ``polyphase``, SciPy's
+#: ``resample_poly`` as OWL's loader calls it (the authors' inputs to float
+#: rounding), or agl-fast's resampler (:func:`agl_fast.audio.load`, ``hq``),
+#: which differs from it near the Nyquist band of a 16 kHz source.
+RESAMPLERS = ("polyphase", "agl-fast")
 _DEFAULTS = {"channel_type": "binaural", "ext_audio": ".wav", "train_split": "train",
              "test_split": "eval", "positions": None, "stage": None,
              "resampler": RESAMPLERS[0]}  # fmt: skip
