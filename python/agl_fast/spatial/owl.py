@@ -4,7 +4,9 @@ The model and its training live in :mod:`agl_fast.torch.owl` and
 :mod:`agl_fast.torch.owl_train`; this module gives them the data of a
 dataset directory (``qa.jsonl`` and the scenes of :mod:`.dataset`, simulated
 or read from a released set by :mod:`.readers`) through
-:class:`SpatialQaSource`, and scores the answers with OWL's metrics
+:class:`SpatialQaSource`, or streamed questions over a BRIR bank
+(:class:`.owl_stream.StreamingQaSource`, ``owl train --stream``), a
+choice of :data:`QA_SOURCES`; and it scores the answers with OWL's metrics
 (:func:`.answers.score_qa`) into a report shaped as the paper's Table 3
 (:func:`table3_report`).
 
@@ -23,7 +25,7 @@ import logging
 import os
 import sys
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,8 @@ import numpy as np
 from ..exceptions import AglError, ParameterError
 from .ask import read_qa
 
-__all__ = ["TABLE3_COLUMNS", "SpatialQaSource", "add_parser", "evaluate_owl", "table3_report"]
+__all__ = ["QA_SOURCES", "TABLE3_COLUMNS", "SpatialQaSource", "add_parser", "evaluate_owl",
+           "table3_report"]  # fmt: skip
 
 _LOG = logging.getLogger("agl_fast.spatial.owl")
 
@@ -95,6 +98,30 @@ class SpatialQaSource:
         while len(self._cache) > self.cache_scenes:
             self._cache.popitem(last=False)
         return torch.from_numpy(feats)
+
+
+def _dataset_source(args: argparse.Namespace, seed: int) -> Any:
+    return SpatialQaSource(args.data, args.split or None)
+
+
+def _stream_source(args: argparse.Namespace, seed: int) -> Any:
+    from .fit_cli import resolve_bank, stream_sources
+    from .owl_stream import StreamingQaSource
+    from .stream import RirBank
+
+    bank = RirBank(resolve_bank(Path(args.data)))
+    train, _ = stream_sources(args, seed)
+    return StreamingQaSource(bank, train, scenes=args.scenes, seconds=args.clip_seconds,
+                             seed=seed, split=args.split or None)  # fmt: skip
+
+
+#: What ``owl train --qa-source NAME`` trains on: a factory of the parsed
+#: arguments and the recipe's seed giving a
+#: :class:`~agl_fast.torch.owl_train.QaSource` (``select``, ``features``).
+QA_SOURCES: dict[str, Callable[[argparse.Namespace, int], Any]] = {
+    "dataset": _dataset_source,  # DATA/qa.jsonl and its stored scenes
+    "stream": _stream_source,  # questions built from indices, rendered on the fly
+}
 
 
 def table3_report(scores: dict[str, Any], name: str = "OWL") -> tuple[dict[str, Any], str]:
@@ -179,17 +206,30 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.target_modules or "target_modules" not in sizes:
         sizes["target_modules"] = list(args.target_modules or DEFAULT_TARGET_MODULES)
     cfg = OwlConfig.from_dict(sizes)
-    source = SpatialQaSource(args.data, args.split or None)
+    source = QA_SOURCES["stream" if args.stream else args.qa_source](args, recipe.seed)
     model, tokenizer = build_owl(cfg, dtype=_dtype(args.decoder_dtype), seed=recipe.seed)
     counts = model.check_trainable()
     print(json.dumps({"trainable_parameters": counts}))
     result = train_owl(model, tokenizer, source, recipe, args.out, resume=args.resume,
-                       stop_after=args.stop_after)  # fmt: skip
+                       stop_after=args.stop_after, fsdp=args.fsdp)  # fmt: skip
     if int(os.environ.get("RANK", "0")) != 0:
         return 0  # under torchrun, the first process reports
     last = result["history"][-1] if result["history"] else {}
     print(json.dumps({"steps": len(result["history"]), "last": last,
                       "stopped": result["stopped"], "model": result["model_dir"]}))  # fmt: skip
+    return 0
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    from ..torch.owl import save_owl
+    from ..torch.owl_slam import load_slam_owl
+
+    sizes = {"qformer_heads": args.qformer_heads} if args.qformer_heads else {}
+    model, _ = load_slam_owl(args.checkpoint, decoder=args.decoder, sage=str(args.sage),
+                             tokenizer=args.tokenizer or "", **sizes)  # fmt: skip
+    out = save_owl(model, args.out)
+    print(json.dumps({"model": str(out), "config": model.cfg.to_dict(),
+                      "trainable_parameters": model.parameter_counts()}))  # fmt: skip
     return 0
 
 
@@ -238,8 +278,12 @@ def add_parser(ssub: Any) -> None:
     osub = p.add_subparsers(dest="owl_command", metavar="ACTION", required=True)
     tr = osub.add_parser("train", help="the three-stage curriculum on a dataset",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
-    tr.add_argument("--data", type=Path, required=True, help="dataset with qa.jsonl")
+    tr.add_argument("--data", type=Path, required=True,
+                    help="dataset with qa.jsonl; with --stream a BRIR bank or a simulated "
+                    "dataset")  # fmt: skip
     tr.add_argument("--out", type=Path, required=True, help="run directory")
+    tr.add_argument("--qa-source", choices=sorted(QA_SOURCES), default="dataset",
+                    help="where the questions come from (--stream: 'stream')")  # fmt: skip
     tr.add_argument("--decoder", required=True, help="transformers causal LM (name or dir)")
     tr.add_argument("--sage", type=Path, required=True, help="SAGE checkpoint (.pt)")
     tr.add_argument("--tokenizer", default=None, help="tokenizer (default: the decoder's)")
@@ -259,7 +303,24 @@ def add_parser(ssub: Any) -> None:
     tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     tr.add_argument("--stop-after", type=int, default=None,
                     help="stop (with a checkpoint) after this many steps of the run")  # fmt: skip
+    tr.add_argument("--fsdp", action="store_true",
+                    help="under torchrun, shard the model with FSDP2 instead of DDP")  # fmt: skip
+    from .fit_cli import add_scene_options
+
+    add_scene_options(tr.add_argument_group("streamed questions (--stream)"),
+                      scenes_help="questions per curriculum stage")  # fmt: skip
     tr.set_defaults(run=_guard(_run_train))
+    im = osub.add_parser("import", help="an OWL model directory from the authors' checkpoint "
+                         "(SLAM-LLM model.pt or peft adapter)")  # fmt: skip
+    im.add_argument("--checkpoint", type=Path, required=True,
+                    help="their model.pt, or a directory with it or a peft adapter")  # fmt: skip
+    im.add_argument("--decoder", required=True, help="the decoder it was trained on (name or dir)")
+    im.add_argument("--sage", type=Path, required=True, help="SAGE checkpoint (.pt)")
+    im.add_argument("--tokenizer", default=None, help="tokenizer (default: the decoder's)")
+    im.add_argument("--qformer-heads", type=int, default=None,
+                    help="Q-Former attention heads (no shape tells; default 12)")  # fmt: skip
+    im.add_argument("--out", type=Path, required=True, help="OWL model directory written")
+    im.set_defaults(run=_guard(_run_import))
     inf = osub.add_parser("infer", help="answer a dataset's questions (answers.jsonl)")
     _add_query_options(inf)
     inf.set_defaults(run=_guard(_run_infer))

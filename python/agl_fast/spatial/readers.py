@@ -129,9 +129,20 @@ def _rir(path: Path) -> np.ndarray:
 
 
 def _read_items(qa_file: str | Path, limit: int | None) -> list[dict[str, Any]]:
-    """The questions of a JSONL file (the first ``limit``), each with the keys needed."""
-    lines = Path(qa_file).read_text(encoding="utf-8").splitlines()
-    items = [json.loads(x) for x in lines if x.strip()][:limit]
+    """The questions of a JSONL file, or of one JSON document ``{"data": [...]}``
+    (the authors' ``<stage>/<split>.json``), the first ``limit``, each with
+    the keys needed."""
+    text = Path(qa_file).read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None  # JSON lines
+    if isinstance(doc, dict) and "data" in doc:  # (one JSONL line is a document too)
+        if not isinstance(doc["data"], list):
+            raise ParameterError(f"{qa_file}: a JSON document needs a 'data' list")
+        items = [x for x in doc["data"] if isinstance(x, dict)][:limit]
+    else:
+        items = [json.loads(x) for x in text.splitlines() if x.strip()][:limit]
     for k, it in enumerate(items):
         missing = [c for c in _QA_KEYS if c not in it]
         if missing:
@@ -202,7 +213,8 @@ def read_slam_qa(
     Parameters
     ----------
     qa_file : path
-        ``<qa_root>/<stage>/<split>.jsonl``.
+        ``<qa_root>/<stage>/<split>.jsonl``, or the authors' ``<split>.json``
+        (one document, the questions under ``data``).
     anechoic_root, reverb_root : path
         The dry audio and RIR roots.
     out : path
