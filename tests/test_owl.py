@@ -314,19 +314,23 @@ def test_spatial_ask_scores_a_local_owl_model(data, trained, tmp_path, capsys):
     assert "--provider is required" in capsys.readouterr().err
 
 
-# Under torchrun: one DDP run, then one FSDP run in the same two processes
-# (one start-up for both); rank 0 of each writes its metrics.
+# Under torchrun, in the same two processes (one start-up for all): a DDP
+# run, an FSDP run, and an FSDP run accumulating two micro-batches per
+# process, stopped after 3 steps and resumed; rank 0 of each writes its metrics.
 _TWO_RUNS = """
 import sys
 from agl_fast.cli import main
 args, out = sys.argv[1:-1], sys.argv[-1]
 assert main([*args, "--out", out + "/ddp"]) == 0
 assert main([*args, "--out", out + "/fsdp", "--fsdp"]) == 0
+acc = [*args, "--set", "micro_batch_size=1", "--fsdp", "--out", out + "/fsdp_acc"]
+assert main([*acc, "--stop-after", "3"]) == 0
+assert main([*acc, "--resume"]) == 0
 """
 
 
 @pytest.mark.slow
-def test_torchrun_ddp_and_fsdp_give_the_one_process_steps(parts, data, tmp_path):
+def test_torchrun_ddp_fsdp_and_fsdp_resume_give_the_one_process_steps(parts, data, tmp_path):
     import os
     import shutil
     import subprocess
@@ -351,6 +355,8 @@ def test_torchrun_ddp_and_fsdp_give_the_one_process_steps(parts, data, tmp_path)
                           text=True, timeout=400)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    acc = ["--set", "micro_batch_size=1", "--out", str(tmp_path / "one_acc")]
+    assert main([*args, *acc]) == 0  # other micro-batches: other dropout, other means
 
     def losses(run):
         lines = (tmp_path / run / "metrics.jsonl").read_text().splitlines()
@@ -360,6 +366,7 @@ def test_torchrun_ddp_and_fsdp_give_the_one_process_steps(parts, data, tmp_path)
     assert len(one) == 8
     assert losses("ddp") == pytest.approx(one, rel=1e-5)
     assert losses("fsdp") == pytest.approx(one, rel=1e-5)
+    assert losses("fsdp_acc") == pytest.approx(losses("one_acc"), rel=1e-5)
     # Whole weights saved (FSDP gathers its shards): DDP's equal the one-process
     # run's; FSDP's within 1e-4 (attention key biases get rounding-level
     # gradients only, softmax ignoring a shift, which Adam scales up to lr steps).

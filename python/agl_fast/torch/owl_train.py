@@ -30,6 +30,7 @@ grow with the number of questions.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import math
@@ -327,6 +328,13 @@ def _load_optimizer(run: _Run, optim: dict[str, Any]) -> None:
                              options=StateDictOptions(full_state_dict=True))  # fmt: skip
 
 
+def _close_process_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def _shard(model: OwlModel) -> None:
     """FSDP2: every decoder layer a unit of its own, the rest the root's."""
     from torch.distributed.fsdp import fully_shard
@@ -350,6 +358,9 @@ def _setup(
 
     if not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        # closed at exit (not after the run: a process may train again): Gloo
+        # threads still running at interpreter exit can abort the process
+        atexit.register(_close_process_group)
     rank = dist.get_rank()
     if torch.cuda.is_available():
         local = int(os.environ.get("LOCAL_RANK", "0"))
