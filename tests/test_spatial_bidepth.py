@@ -148,6 +148,21 @@ def test_layout_reading_and_type_names(sample):
     assert [map_type(r["question_type"]) for r in rows] == ["I", "I", "II", "III", "IV", None, "I"]
     assert map_type("MIXUP_NONBINARY_DISTANCE", {"mixup nonbinary distance": "II"}) == "II"
     assert map_type("Type III") == "III" and map_type("CLASSIFICATION") == "I"
+    # several stages in curriculum order: OWL's trainer reads every stage's questions
+    (sample / "qa" / "stage3").mkdir()
+    cot = [r for r in rows if r["question_type"] == "CoT"]
+    (sample / "qa" / "stage3" / "train.json").write_text(json.dumps({"data": cot * 2}))
+    doc = {**json.loads((sample / "bidepth.json").read_text()), "stage": ["stage1", "stage3"]}
+    (sample / "all.json").write_text(json.dumps(doc))
+    both = BidepthLayout.open(sample / "all.json")
+    assert both.qa_files("train") == [
+        sample / "qa" / s / "train.json" for s in ("stage1", "stage3")
+    ]
+    assert len(BidepthQaSource(both).select(["IV"], [2])) == 3
+    assert len(BidepthQaSource(layout).select(["IV"], [2])) == 1
+    (sample / "bad.json").write_text(json.dumps({**doc, "stage": ["a,b"]}))
+    with pytest.raises(ParameterError, match="stage"):
+        BidepthLayout.open(sample / "bad.json")
 
 
 def test_qa_source_selects_rows_and_renders_their_features(sample):
@@ -487,3 +502,21 @@ def test_owl_trainer_reads_bidepth(sample, tmp_path):
     stages = [h["stage"] for h in result["history"]]
     assert stages == ["stage1_single", "stage1_dual", "stage2", "stage3"]
     assert all(np.isfinite(h["loss"]) for h in result["history"])
+    # the CLI's registered source is this reader; `owl eval` asks the copy's eval split
+    import argparse
+
+    from agl_fast.cli import main
+    from agl_fast.spatial.owl import QA_SOURCES
+
+    made = QA_SOURCES["bidepth"](argparse.Namespace(data=sample, split="train"), 0)
+    assert isinstance(made, BidepthQaSource) and made.split == "train"
+    assert len(made.select(["I"], [1])) == len(source.select(["I"], [1])) > 0
+    out = tmp_path / "eval"
+    argv = ["spatial", "owl", "eval", "--data", str(sample), "--model",
+            str(tmp_path / "run" / "owl"), "--out", str(out), "--batch-size", "2",
+            "--max-new-tokens", "4"]  # fmt: skip
+    assert main(argv) == 0
+    answered = [json.loads(x) for x in (out / "answers.jsonl").read_text().splitlines()]
+    questions = json.loads((sample / "qa" / "stage1" / "eval.json").read_text())["data"]
+    assert sorted(a["question"] for a in answered) == sorted(q["question"] for q in questions)
+    assert (out / "report.md").is_file() and "Type I" in (out / "report.md").read_text()

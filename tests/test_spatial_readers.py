@@ -96,6 +96,11 @@ def test_spatialsoundqa_split_into_the_dataset_layout(tmp_path):
     assert [q["type"] for q in qa] == ["I", "MIXUP_NONBINARY_DISTANCE"]
     scores = score_qa(qa, [q["answer"] for q in qa])
     assert scores["I_map_single"] == 1.0 and scores["n"]["other"] == 1
+    # The authors' file form: one JSON document, the questions under "data".
+    doc = tmp_path / "eval.json"
+    doc.write_text(json.dumps({"data": [json.loads(x) for x in qa_file.read_text().splitlines()]}))
+    read_slam_qa(doc, ane, rev, tmp_path / "ds2", split="test", positions=rev / "binaural.json")
+    assert (tmp_path / "ds2" / "qa.jsonl").read_text() == (out / "qa.jsonl").read_text()
     # The trainer reads it.
     pytest.importorskip("torch")
     from agl_fast.spatial.train import load_split

@@ -236,6 +236,10 @@ class BidepthLayout:
             return base / str(v)  # an absolute path stays absolute
 
         cfg = {**_DEFAULTS, **doc}
+        if isinstance(cfg["stage"], list):  # several stages, read in order
+            if not all(isinstance(x, str) and x and "," not in x for x in cfg["stage"]):
+                raise ParameterError(f"{f}: stage must be a name or a list of names")
+            cfg["stage"] = ",".join(cfg["stage"])
         if cfg["resampler"] not in RESAMPLERS:
             raise ParameterError(f"{f}: resampler must be one of {RESAMPLERS}")
         return cls(where(cfg["qa_data_root"]), str(cfg["stage"]), where(cfg["anechoic_data_root"]),
@@ -248,9 +252,19 @@ class BidepthLayout:
         """The file name of agl-fast's ``'train'`` / ``'test'`` (others as given)."""
         return {"train": self.train_split, "test": self.test_split}.get(split, split)
 
+    @property
+    def stages(self) -> list[str]:
+        """The stage folders read: ``stage`` is one name, or several joined
+        by commas (a JSON list in ``bidepth.json``), in curriculum order."""
+        return [x for x in self.stage.split(",") if x]
+
     def qa_file(self, split: str) -> Path:
-        """``<qa_data_root>/<stage>/<split>.json``."""
-        return self.qa_data_root / self.stage / f"{self.split_name(split)}.json"
+        """``<qa_data_root>/<stage>/<split>.json`` of the first stage."""
+        return self.qa_files(split)[0]
+
+    def qa_files(self, split: str) -> list[Path]:
+        """``<qa_data_root>/<stage>/<split>.json`` of every stage."""
+        return [self.qa_data_root / st / f"{self.split_name(split)}.json" for st in self.stages]
 
     def audio_path(self, audio_id: str) -> Path:
         return self.anechoic_data_root / f"{audio_id}{self.ext_audio}"
@@ -462,7 +476,8 @@ class BidepthQaSource:
         """Rows of the given types and numbers of sources, in file order."""
         want_t, want_n = set(types), {int(x) for x in n_sources}
         out = []
-        for it in iter_qa_rows(self.layout.qa_file(self.split)):
+        rows = (it for f in self.layout.qa_files(self.split) for it in iter_qa_rows(f))
+        for it in rows:
             pairs, why = pairs_of(it)
             if why is not None:
                 self.counts[f"skipped {why}"] += 1
@@ -473,7 +488,7 @@ class BidepthQaSource:
             elif row["type"] in want_t and row["n_sources"] in want_n:
                 out.append(row)
         if self.counts:
-            logger.info("BiDepth %s: %s", self.layout.qa_file(self.split), dict(self.counts))
+            logger.info("BiDepth %s: %s", self.layout.qa_files(self.split), dict(self.counts))
         return out
 
     def features(self, rows: list[dict[str, Any]]) -> Any:

@@ -10,7 +10,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_stream_options", "run_stream"]
+__all__ = ["add_scene_options", "add_stream_options", "resolve_bank", "run_stream",
+           "scene_data_of", "stream_sources"]  # fmt: skip
 
 logger = logging.getLogger("agl_fast.spatial.fit")
 
@@ -18,16 +19,27 @@ logger = logging.getLogger("agl_fast.spatial.fit")
 BANK_DIR = "rir_bank"
 
 
-def add_stream_options(tr: Any) -> None:
-    """The ``--stream`` options of ``agl-fast spatial train``."""
-    g = tr.add_argument_group("streamed training (--stream)")
+def add_scene_options(g: Any, scenes_help: str = "scenes per epoch") -> None:
+    """The options of streamed scenes, shared by ``spatial train --stream``
+    (SAGE) and ``spatial owl train --stream``: ``--stream``, ``--scenes``,
+    ``--clip-seconds``, ``--sources``, ``--synthetic-sources``."""
     g.add_argument("--stream", action="store_true",
                    help="stream scenes made on the fly from the BRIRs of DATA (a BRIR bank, "
                    "a simulated dataset whose bank is written to DATA/rir_bank once, or a "
                    "BiDepth copy: its bidepth.json or the folder holding it)")  # fmt: skip
-    g.add_argument("--scenes", type=int, default=20000, help="scenes per epoch")
-    g.add_argument("--epochs", type=int, default=1, help="epochs")
+    g.add_argument("--scenes", type=int, default=20000, help=scenes_help)
     g.add_argument("--clip-seconds", type=float, default=10.0, help="clip length (s)")
+    g.add_argument("--sources", type=Path, nargs="+", default=None,
+                   help="dry source files (default: synthetic events)")  # fmt: skip
+    g.add_argument("--synthetic-sources", type=int, default=1000,
+                   help="synthetic dry sources when no --sources are given")  # fmt: skip
+
+
+def add_stream_options(tr: Any) -> None:
+    """The ``--stream`` options of ``agl-fast spatial train``."""
+    g = tr.add_argument_group("streamed training (--stream)")
+    add_scene_options(g)
+    g.add_argument("--epochs", type=int, default=1, help="epochs")
     g.add_argument("--accum", type=int, default=1, help="batches per optimiser step")
     g.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
                    help="autocast precision")  # fmt: skip
@@ -36,10 +48,6 @@ def add_stream_options(tr: Any) -> None:
     g.add_argument("--mixup", type=float, default=0.0, help="mixup probability (Spatial-AST)")
     g.add_argument("--weighted", action="store_true",
                    help="draw sources by Spatial-AST's label-frequency weights")  # fmt: skip
-    g.add_argument("--sources", type=Path, nargs="+", default=None,
-                   help="dry source files (default: synthetic events)")  # fmt: skip
-    g.add_argument("--synthetic-sources", type=int, default=1000,
-                   help="synthetic dry sources when no --sources are given")  # fmt: skip
     g.add_argument("--eval-scenes", type=int, default=0,
                    help="test clips evaluated at the end (the bank's test BRIRs)")  # fmt: skip
     g.add_argument("--eval-batch", type=int, default=64, help="evaluation batch size")
@@ -52,9 +60,10 @@ def add_stream_options(tr: Any) -> None:
                    "requiring an exact match")  # fmt: skip
 
 
-def _sources(args: argparse.Namespace) -> tuple[Any, Any]:
-    """Training and evaluation sources: every fifth file to evaluation (as
-    ``spatial simulate`` splits them), or disjoint synthetic seeds."""
+def stream_sources(args: argparse.Namespace, seed: int) -> tuple[Any, Any]:
+    """Training and evaluation sources of :func:`add_scene_options`' options:
+    every fifth file to evaluation (as ``spatial simulate`` splits them), or
+    disjoint synthetic seeds."""
     from .stream import FileSources, SyntheticSources
 
     if args.sources:
@@ -65,24 +74,32 @@ def _sources(args: argparse.Namespace) -> tuple[Any, Any]:
         return (FileSources(train, args.clip_seconds, vocab=vocab),
                 FileSources(test, args.clip_seconds, vocab=vocab))  # fmt: skip
     n, secs = args.synthetic_sources, args.clip_seconds
-    test_seed = args.seed + 1_000_003  # disjoint from the training sources
-    return (SyntheticSources(n, secs, seed=args.seed),
+    test_seed = seed + 1_000_003  # disjoint from the training sources
+    return (SyntheticSources(n, secs, seed=seed),
             SyntheticSources(max(1, n // 5), secs, seed=test_seed))  # fmt: skip
 
 
-def _bank(data: Path) -> Any:
-    """The scene data of DATA: a BiDepth copy
-    (:class:`~agl_fast.spatial.bidepth_sage.BidepthData`) or a bank path."""
-    import os
-
-    from ..exceptions import ParameterError
+def scene_data_of(data: Path) -> Any:
+    """The scene data of ``spatial train --stream``'s DATA: a BiDepth copy
+    (:class:`~agl_fast.spatial.bidepth_sage.BidepthData`) or a BRIR bank path
+    (:func:`resolve_bank`)."""
     from .bidepth import is_bidepth
-    from .stream import BANK_ARRAY, bank_from_dataset
 
     if is_bidepth(data):
         from .bidepth_sage import BidepthData
 
         return BidepthData(data)
+    return resolve_bank(data)
+
+
+def resolve_bank(data: Path) -> Path:
+    """The BRIR bank of ``--stream``'s DATA: DATA itself, or the bank of a
+    simulated dataset (written to DATA/rir_bank the first time)."""
+    import os
+
+    from ..exceptions import ParameterError
+    from .stream import BANK_ARRAY, bank_from_dataset
+
     if (data / BANK_ARRAY).is_file():
         return data
     if not (data / "scenes.jsonl").is_file():
@@ -108,15 +125,16 @@ def run_stream(args: argparse.Namespace, model_config: Any, config: Any) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    bank = _bank(Path(args.data))
-    if isinstance(bank, Path):
-        train_src, test_src = _sources(args)
+    scene_data = scene_data_of(Path(args.data))
+    if isinstance(scene_data, Path):
+        train_src, test_src = stream_sources(args, args.seed)
     elif args.sources:
         from ..exceptions import ParameterError
 
         raise ParameterError("--sources does not apply to BiDepth (its clips are in the layout)")
     else:
-        train_src = test_src = bank
+        train_src = test_src = scene_data
+    bank = scene_data
     stream = StreamConfig(scenes=args.scenes, batch_size=config.batch_size,
                           seconds=args.clip_seconds, mixup=args.mixup, weighted=args.weighted,
                           seed=args.seed)  # fmt: skip

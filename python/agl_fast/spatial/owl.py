@@ -4,7 +4,9 @@ The model and its training live in :mod:`agl_fast.torch.owl` and
 :mod:`agl_fast.torch.owl_train`; this module gives them the data of a
 dataset directory (``qa.jsonl`` and the scenes of :mod:`.dataset`, simulated
 or read from a released set by :mod:`.readers`) through
-:class:`SpatialQaSource`, and scores the answers with OWL's metrics
+:class:`SpatialQaSource`, or streamed questions over a BRIR bank
+(:class:`.owl_stream.StreamingQaSource`, ``owl train --stream``), a
+choice of :data:`QA_SOURCES`; and it scores the answers with OWL's metrics
 (:func:`.answers.score_qa`) into a report shaped as the paper's Table 3
 (:func:`table3_report`).
 
@@ -23,7 +25,7 @@ import logging
 import os
 import sys
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,8 @@ import numpy as np
 from ..exceptions import AglError, ParameterError
 from .ask import read_qa
 
-__all__ = ["TABLE3_COLUMNS", "SpatialQaSource", "add_parser", "evaluate_owl", "table3_report"]
+__all__ = ["QA_SOURCES", "TABLE3_COLUMNS", "SpatialQaSource", "add_parser", "evaluate_owl",
+           "table3_report"]  # fmt: skip
 
 _LOG = logging.getLogger("agl_fast.spatial.owl")
 
@@ -97,6 +100,58 @@ class SpatialQaSource:
         return torch.from_numpy(feats)
 
 
+def _dataset_source(args: argparse.Namespace, seed: int) -> Any:
+    return SpatialQaSource(args.data, args.split or None)
+
+
+def _stream_source(args: argparse.Namespace, seed: int) -> Any:
+    from .fit_cli import resolve_bank, stream_sources
+    from .owl_stream import StreamingQaSource
+    from .stream import RirBank
+
+    bank = RirBank(resolve_bank(Path(args.data)))
+    train, _ = stream_sources(args, seed)
+    return StreamingQaSource(bank, train, scenes=args.scenes, seconds=args.clip_seconds,
+                             seed=seed, split=args.split or None)  # fmt: skip
+
+
+def _bidepth_source(args: argparse.Namespace, seed: int) -> Any:
+    from .bidepth import BidepthQaSource
+
+    return BidepthQaSource(args.data, args.split or "train")
+
+
+#: What ``owl train --qa-source NAME`` trains on: a factory of the parsed
+#: arguments and the recipe's seed giving a
+#: :class:`~agl_fast.torch.owl_train.QaSource` (``select``, ``features``).
+QA_SOURCES: dict[str, Callable[[argparse.Namespace, int], Any]] = {
+    "dataset": _dataset_source,  # DATA/qa.jsonl and its stored scenes
+    "stream": _stream_source,  # questions built from indices, rendered on the fly
+    "bidepth": _bidepth_source,  # a BiDepth copy as released, rendered on the fly
+}
+
+
+def _questions(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]]]:
+    """The source and the questions ``owl infer`` asks: those of a BiDepth
+    copy (its ``--split``, ``eval`` when the split is ``test``) or of a
+    simulated dataset, of ``--types``, the first ``--limit``."""
+    from .bidepth import BidepthQaSource, is_bidepth
+
+    types = set(args.types or ("I", "II", "III", "IV"))
+    if is_bidepth(Path(args.data)):
+        split = "eval" if args.split in ("", "test") else args.split
+        source: Any = BidepthQaSource(args.data, split)
+        rows = source.select(sorted(types), (1, 2))
+    else:
+        source = SpatialQaSource(args.data, args.split or None)
+        rows = [r for r in source.rows if not args.types or r.get("type") in types]
+    rows = rows[: args.limit] if args.limit is not None else rows
+    if not rows:
+        raise ParameterError(f"no question in {args.data} for split={args.split} "
+                             f"types={args.types}")  # fmt: skip
+    return source, rows
+
+
 def table3_report(scores: dict[str, Any], name: str = "OWL") -> tuple[dict[str, Any], str]:
     """Table 3's row of ``scores`` (:func:`.answers.score_qa`) in percent
     (None where the data have no such question) and its Markdown table."""
@@ -121,12 +176,7 @@ def _infer(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str]]:
     from ..torch.owl import load_owl
     from ..torch.owl_infer import generate_answers
 
-    source = SpatialQaSource(args.data, args.split or None)
-    rows = [r for r in source.rows if not args.types or r.get("type") in set(args.types)]
-    rows = rows[: args.limit] if args.limit is not None else rows
-    if not rows:
-        raise ParameterError(f"no question in {args.data} for split={args.split} "
-                             f"types={args.types}")  # fmt: skip
+    source, rows = _questions(args)
     model, tokenizer = load_owl(args.model, dtype=_dtype(args.decoder_dtype))
     answers = generate_answers(model, tokenizer, source, rows, batch_size=args.batch_size,
                                max_new_tokens=args.max_new_tokens, bf16=args.bf16)  # fmt: skip
@@ -179,17 +229,30 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.target_modules or "target_modules" not in sizes:
         sizes["target_modules"] = list(args.target_modules or DEFAULT_TARGET_MODULES)
     cfg = OwlConfig.from_dict(sizes)
-    source = SpatialQaSource(args.data, args.split or None)
+    source = QA_SOURCES["stream" if args.stream else args.qa_source](args, recipe.seed)
     model, tokenizer = build_owl(cfg, dtype=_dtype(args.decoder_dtype), seed=recipe.seed)
     counts = model.check_trainable()
     print(json.dumps({"trainable_parameters": counts}))
     result = train_owl(model, tokenizer, source, recipe, args.out, resume=args.resume,
-                       stop_after=args.stop_after)  # fmt: skip
+                       stop_after=args.stop_after, fsdp=args.fsdp)  # fmt: skip
     if int(os.environ.get("RANK", "0")) != 0:
         return 0  # under torchrun, the first process reports
     last = result["history"][-1] if result["history"] else {}
     print(json.dumps({"steps": len(result["history"]), "last": last,
                       "stopped": result["stopped"], "model": result["model_dir"]}))  # fmt: skip
+    return 0
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    from ..torch.owl import save_owl
+    from ..torch.owl_slam import load_slam_owl
+
+    sizes = {"qformer_heads": args.qformer_heads} if args.qformer_heads else {}
+    model, _ = load_slam_owl(args.checkpoint, decoder=args.decoder, sage=str(args.sage),
+                             tokenizer=args.tokenizer or "", **sizes)  # fmt: skip
+    out = save_owl(model, args.out)
+    print(json.dumps({"model": str(out), "config": model.cfg.to_dict(),
+                      "trainable_parameters": model.parameter_counts()}))  # fmt: skip
     return 0
 
 
@@ -238,8 +301,12 @@ def add_parser(ssub: Any) -> None:
     osub = p.add_subparsers(dest="owl_command", metavar="ACTION", required=True)
     tr = osub.add_parser("train", help="the three-stage curriculum on a dataset",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
-    tr.add_argument("--data", type=Path, required=True, help="dataset with qa.jsonl")
+    tr.add_argument("--data", type=Path, required=True,
+                    help="dataset with qa.jsonl; with --stream a BRIR bank or a simulated "
+                    "dataset")  # fmt: skip
     tr.add_argument("--out", type=Path, required=True, help="run directory")
+    tr.add_argument("--qa-source", choices=sorted(QA_SOURCES), default="dataset",
+                    help="where the questions come from (--stream: 'stream')")  # fmt: skip
     tr.add_argument("--decoder", required=True, help="transformers causal LM (name or dir)")
     tr.add_argument("--sage", type=Path, required=True, help="SAGE checkpoint (.pt)")
     tr.add_argument("--tokenizer", default=None, help="tokenizer (default: the decoder's)")
@@ -259,7 +326,24 @@ def add_parser(ssub: Any) -> None:
     tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     tr.add_argument("--stop-after", type=int, default=None,
                     help="stop (with a checkpoint) after this many steps of the run")  # fmt: skip
+    tr.add_argument("--fsdp", action="store_true",
+                    help="under torchrun, shard the model with FSDP2 instead of DDP")  # fmt: skip
+    from .fit_cli import add_scene_options
+
+    add_scene_options(tr.add_argument_group("streamed questions (--stream)"),
+                      scenes_help="questions per curriculum stage")  # fmt: skip
     tr.set_defaults(run=_guard(_run_train))
+    im = osub.add_parser("import", help="an OWL model directory from the authors' checkpoint "
+                         "(SLAM-LLM model.pt or peft adapter)")  # fmt: skip
+    im.add_argument("--checkpoint", type=Path, required=True,
+                    help="their model.pt, or a directory with it or a peft adapter")  # fmt: skip
+    im.add_argument("--decoder", required=True, help="the decoder it was trained on (name or dir)")
+    im.add_argument("--sage", type=Path, required=True, help="SAGE checkpoint (.pt)")
+    im.add_argument("--tokenizer", default=None, help="tokenizer (default: the decoder's)")
+    im.add_argument("--qformer-heads", type=int, default=None,
+                    help="Q-Former attention heads (no shape tells; default 12)")  # fmt: skip
+    im.add_argument("--out", type=Path, required=True, help="OWL model directory written")
+    im.set_defaults(run=_guard(_run_import))
     inf = osub.add_parser("infer", help="answer a dataset's questions (answers.jsonl)")
     _add_query_options(inf)
     inf.set_defaults(run=_guard(_run_infer))

@@ -14,7 +14,8 @@ The bank (:class:`RirBank`) is a directory:
   ``L`` samples (Spatial-AST pads or cuts its RIRs to 2 s, the default);
 * ``rirs.jsonl``: one row per BRIR: ``azimuth``, ``elevation``,
   ``distance_class`` (the BAT labels), ``split`` and ``length`` (samples
-  before padding).
+  before padding), and optionally ``room`` (BRIRs of one room and listener
+  share it; OWL's dual-source scenes pair two BRIRs of one room).
 
 Mixup and weighted sampling follow Spatial-AST's training data code: with
 probability ``mixup`` a second dry source is mixed in, ``lam *
@@ -52,10 +53,12 @@ __all__ = [
     "BANK_ROWS",
     "FileSources",
     "RirBank",
+    "SceneSpec",
     "StreamConfig",
     "StreamingScenes",
     "SyntheticSources",
     "bank_from_dataset",
+    "render_scenes",
     "sample_weights",
     "write_rir_bank",
 ]
@@ -93,6 +96,8 @@ def write_rir_bank(
             arr[i] = 0.0
             arr[i, :, : min(n_len, h.shape[1])] = h[:, :n_len]
             row = {k: int(lab[k]) for k in _LABEL_KEYS}
+            if "room" in lab:
+                row["room"] = int(lab["room"])
             f.write(json.dumps({**row, "split": lab.get("split", "train"),
                                 "length": int(h.shape[1])}) + "\n")  # fmt: skip
     arr.flush()
@@ -109,11 +114,11 @@ def bank_from_dataset(data: str | Path, out: str | Path, *, length: int | None =
     data = Path(data)
     rows = [json.loads(x) for x in (data / "scenes.jsonl").read_text().splitlines() if x.strip()]
     brirs, labels = [], []
-    for r in rows:
+    for room, r in enumerate(rows):
         arrays = load_scene(data, r["id"])
         for k, lab in enumerate(r["labels"]):
             brirs.append(arrays[f"brir_{k}"])
-            labels.append({**lab, "split": r["split"]})
+            labels.append({**lab, "split": r["split"], "room": room})
     return write_rir_bank(out, brirs, labels, length=length)
 
 
@@ -131,6 +136,9 @@ class RirBank:
                     if x.strip()]  # fmt: skip
             self.labels = {k: np.array([r[k] for r in rows], dtype=np.int64) for k in _LABEL_KEYS}
             self.split = np.array([str(r["split"]) for r in rows])
+            # no room column: every BRIR a room of its own
+            self.room = np.array([int(r.get("room", -1 - i)) for i, r in enumerate(rows)],
+                                 dtype=np.int64)  # fmt: skip
         except (ValueError, KeyError, TypeError, OSError) as exc:
             raise ParameterError(f"{root}: unreadable BRIR bank ({type(exc).__name__}: {exc})") \
                 from exc  # fmt: skip
@@ -231,6 +239,60 @@ def sample_weights(sources: Any) -> np.ndarray:
     return per / per.sum()
 
 
+@dataclass(frozen=True)
+class SceneSpec:
+    """One streamed scene by index: dry source ``sources[k]`` rendered
+    through BRIR ``rirs[k]`` of the bank, the renders averaged (as
+    :func:`agl_fast.spatial.mix.spatialize`); with ``mix_with`` >= 0 the
+    first dry source is ``lam * a + (1 - lam) * b`` (Spatial-AST's mixup,
+    both at -14 dBFS) before its BRIR."""
+
+    sources: tuple[int, ...]
+    rirs: tuple[int, ...]
+    mix_with: int = -1
+    lam: float = 1.0
+
+
+def _dry(sources: Any, spec: SceneSpec, k: int, n: int) -> np.ndarray:
+    from .mix import normalize
+
+    y = normalize(sources.load(spec.sources[k]), LOUDNESS_DBFS)
+    if k == 0 and spec.mix_with >= 0:
+        z = normalize(sources.load(spec.mix_with), LOUDNESS_DBFS)
+        m = min(len(y), len(z))
+        y = spec.lam * y[:m] + (1.0 - spec.lam) * z[:m]
+    y = np.asarray(y[:n], dtype=np.float32)
+    return np.pad(y, (0, n - len(y)))
+
+
+def render_scenes(
+    scenes: Sequence[SceneSpec], sources: Any, bank: RirBank, seconds: float
+) -> np.ndarray:
+    """Binaural clips ``[len(scenes), 2, seconds * SR]`` (float32) of
+    streamed scenes: each dry source scaled to -14 dBFS, cut or zero-padded
+    to ``seconds``, convolved with its BRIR (:func:`agl_fast.fftconvolve`
+    ``mode='truncate'``, all pairs of all scenes in one call), the renders
+    of a scene averaged. The one rendering rule of SAGE's and OWL's
+    streamed training."""
+    from ..room import fftconvolve
+
+    n = round(seconds * SR)
+    dry, brirs, owner = [], [], []
+    for i, spec in enumerate(scenes):
+        if len(spec.sources) != len(spec.rirs) or not spec.sources:
+            raise ParameterError(f"scene {i}: one BRIR per source required, got {spec}")
+        for k, r in enumerate(spec.rirs):
+            dry.append(_dry(sources, spec, k, n))
+            brirs.append(np.asarray(bank.brirs[r]))
+            owner.append(i)
+    wet = fftconvolve(dry, brirs, mode="truncate")
+    audio = np.zeros((len(scenes), 2, n), dtype=np.float32)
+    for i, w in zip(owner, wet, strict=True):
+        audio[i] += np.asarray(w, dtype=np.float32)
+    counts = np.array([len(s.rirs) for s in scenes], dtype=np.float32)
+    return audio / counts[:, None, None]
+
+
 @dataclass
 class StreamConfig:
     """What one epoch streams: ``scenes`` examples in global batches of
@@ -298,27 +360,19 @@ class StreamingScenes(IterableDataset):  # type: ignore[type-arg]
     def batch(self, b: int) -> dict[str, Any]:
         """Batch ``b`` of the epoch (this rank's slice)."""
         from ..presets import bat
-        from ..room import fftconvolve
-        from .mix import normalize
 
         src, rir, mixed, other, lam = self._draw(b)
-        n = round(self.config.seconds * SR)
         events = np.zeros((len(src), len(self.sources.vocab)), dtype=np.float32)
-        dry = []
-        for i, (s, m, o, w) in enumerate(zip(src, mixed, other, lam, strict=True)):
-            y = normalize(self.sources.load(int(s)), LOUDNESS_DBFS)
+        scenes = []
+        for i, (s, r, m, o, w) in enumerate(zip(src, rir, mixed, other, lam, strict=True)):
             if m:
-                z = normalize(self.sources.load(int(o)), LOUDNESS_DBFS)
-                k = min(len(y), len(z))
-                y = w * y[:k] + (1.0 - w) * z[:k]
                 events[i, self.sources.labels(int(o))] += 1.0 - w
                 events[i, self.sources.labels(int(s))] += w
+                scenes.append(SceneSpec((int(s),), (int(r),), mix_with=int(o), lam=float(w)))
             else:
                 events[i, self.sources.labels(int(s))] = 1.0
-            y = np.asarray(y[:n], dtype=np.float32)
-            dry.append(np.pad(y, (0, n - len(y))))
-        wet = fftconvolve(dry, [np.asarray(self.bank.brirs[j]) for j in rir], mode="truncate")
-        audio = np.stack(wet).astype(np.float32)
+                scenes.append(SceneSpec((int(s),), (int(r),)))
+        audio = render_scenes(scenes, self.sources, self.bank, self.config.seconds)
         lab = self.bank.labels
         return {
             "x": torch.from_numpy(np.asarray(bat(audio))),

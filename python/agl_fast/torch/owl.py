@@ -14,8 +14,12 @@ Three parts, as in the OWL paper (section 5, appendix C.2):
   adapters (peft), its own weights frozen.
 
 The audio tokens come first, then the authors' instruction template
-(:data:`PROMPT_TEMPLATE`, BOS first) and, in training, the answer and EOS;
-the loss is the causal LM cross-entropy on the answer and EOS tokens only.
+(:data:`PROMPT_TEMPLATE`) and, in training, the answer and EOS, tokenized
+as the authors' loader does (SLAM-LLM's ``BaseDataset``): the prompt is
+``tokenizer(prompt)`` with the tokenizer's own special tokens (BOS for
+LLaMA-2 and -3, none for Qwen2), the example ``tokenizer(prompt + answer)``
+(the answer appended as it is) plus EOS, and the loss, the causal LM
+cross-entropy, is on the example's tokens after the prompt's length only.
 
 The attribute names (``encoder``, ``encoder_projector.{query, qformer,
 linear, norm}``, ``llm``) follow the authors' SLAM-LLM models, so a state dict
@@ -269,8 +273,14 @@ class OwlModel(nn.Module):
         return out
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        """The trainable weights (Q-Former, projection, LoRA) by name."""
-        return {n: p.detach().clone() for n, p in self.named_parameters() if p.requires_grad}
+        """The trainable weights (Q-Former, projection, LoRA) by name, whole
+        (on CPU) where FSDP shards them: then every process must call it."""
+        out = {}
+        for n, p in self.named_parameters():
+            if p.requires_grad:
+                full = p.full_tensor() if hasattr(p, "full_tensor") else p
+                out[n] = full.detach().cpu().clone()
+        return out
 
     def load_trainable(self, state: dict[str, torch.Tensor]) -> None:
         """Load :meth:`trainable_state` output (``module.`` prefixes dropped);
@@ -335,7 +345,8 @@ def _part(name: str) -> str:
 
 
 def _token_ids(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    """``tokenizer.encode(text)``: with the tokenizer's own special tokens."""
+    return list(tokenizer(text)["input_ids"])
 
 
 def encode_batch(
@@ -347,17 +358,17 @@ def encode_batch(
 ) -> dict[str, torch.Tensor]:
     """Token ids of prompts (and answers) for :class:`OwlModel`.
 
-    With ``answers``: ``BOS + prompt + answer + EOS`` right-padded, with
-    ``labels`` (the answer and EOS ids, IGNORE_INDEX elsewhere; answers cut
-    to ``max_answer_tokens``). Without: ``BOS + prompt`` left-padded for
+    With ``answers``: ``tokenizer(prompt + answer) + EOS`` right-padded,
+    with ``labels`` (the ids after the length of ``tokenizer(prompt)``, cut
+    to ``max_answer_tokens``, and EOS; IGNORE_INDEX elsewhere), as the
+    authors' loader. Without: ``tokenizer(prompt)`` left-padded for
     generation. Returns ``input_ids``, ``attention_mask`` (``[batch, n]``)
     and, with answers, ``labels``.
     """
-    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     if pad is None:
         raise ParameterError("the tokenizer has neither a pad nor an EOS token")
-    prompts = [bos + _token_ids(tokenizer, format_prompt(q)) for q in questions]
+    prompts = [_token_ids(tokenizer, format_prompt(q)) for q in questions]
     if answers is None:
         n = max(len(p) for p in prompts)
         ids = [[pad] * (n - len(p)) + p for p in prompts]
@@ -366,9 +377,10 @@ def encode_batch(
     if tokenizer.eos_token_id is None:
         raise ParameterError("training needs a tokenizer with an EOS token")
     seqs, labs = [], []
-    for p, a in zip(prompts, answers, strict=True):
-        ans = [*_token_ids(tokenizer, " " + a.strip())[:max_answer_tokens], tokenizer.eos_token_id]
-        seqs.append(p + ans)
+    for p, q, a in zip(prompts, questions, answers, strict=True):
+        full = _token_ids(tokenizer, format_prompt(q) + a)
+        ans = [*full[len(p) :][:max_answer_tokens], tokenizer.eos_token_id]
+        seqs.append(full[: len(p)] + ans)
         labs.append([IGNORE_INDEX] * len(p) + ans)
     n = max(len(s) for s in seqs)
     return {
@@ -426,13 +438,16 @@ def build_owl(
     return OwlModel(encoder, llm, cfg), tokenizer
 
 
-def save_owl(model: OwlModel, out: str | Path) -> Path:
+def save_owl(
+    model: OwlModel, out: str | Path, state: dict[str, torch.Tensor] | None = None
+) -> Path:
     """Write ``owl.json`` (the config) and ``trainable.pt`` (the trainable
-    weights) under ``out``; the decoder and SAGE are referenced, not copied."""
+    weights: ``state``, default :meth:`OwlModel.trainable_state`) under
+    ``out``; the decoder and SAGE are referenced, not copied."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).write_text(json.dumps(model.cfg.to_dict(), indent=1), encoding="utf-8")
-    torch.save(model.trainable_state(), out / WEIGHTS_FILE)
+    torch.save(model.trainable_state() if state is None else state, out / WEIGHTS_FILE)
     return out
 
 

@@ -14,13 +14,23 @@ selection, and the ``bat`` features of some rows. Batches are drawn from
 ``(seed, step, micro-batch)``, so a run resumed from ``checkpoint.pt`` (written every
 ``checkpoint_every`` steps and when a run stops) continues exactly as an
 uninterrupted one. Under ``torchrun`` (``WORLD_SIZE > 1``) each process
-takes its share of every global batch and DDP averages the gradients;
+takes its share of every global batch and DDP averages the gradients
+(``fsdp=True``: FSDP2's ``fully_shard`` on every decoder layer and on the
+model, so each process holds ``1 / world_size`` of the weights, the frozen
+decoder's included; gloo on CPU, NCCL on CUDA);
 ``global_batch_size = micro_batch_size * accumulation * world_size``, and
 a run gives the same steps on any number of processes (up to rounding).
+
+A source's ``select`` may return any sequence (``len`` and indexing): a
+list is shuffled by a full permutation per epoch, any other sequence (a
+lazy, streamed one, :class:`agl_fast.spatial.owl_stream.StreamedQa`) by an
+affine permutation ``(a * k + b) mod n`` drawn per epoch, so memory does not
+grow with the number of questions.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import math
@@ -52,7 +62,9 @@ class QaSource(Protocol):
     ``scene``, ``type``, ``n_sources``, ``question``, ``answer``) and the
     ``bat`` features ``[n, 4, frames, n_mels]`` of rows."""
 
-    def select(self, types: Sequence[str], n_sources: Sequence[int]) -> list[dict[str, Any]]: ...
+    def select(
+        self, types: Sequence[str], n_sources: Sequence[int]
+    ) -> Sequence[dict[str, Any]]: ...
 
     def features(self, rows: list[dict[str, Any]]) -> torch.Tensor: ...
 
@@ -171,7 +183,7 @@ def stage_lr(step: int, total: int, warmup: int, base: float) -> float:
 
 @dataclass
 class _Plan:
-    rows: list[dict[str, Any]]
+    rows: Sequence[dict[str, Any]]
     steps: int
     per_epoch: int
 
@@ -195,9 +207,16 @@ def _plans(source: QaSource, recipe: OwlRecipe) -> list[_Plan]:
 def _batch(plan: _Plan, recipe: OwlRecipe, stage: int, step: int) -> np.ndarray:
     """Row indices of a stage step's global batch (a full batch, wrapping)."""
     epoch, pos = divmod(step, plan.per_epoch)
-    perm = np.random.default_rng([recipe.seed, stage, epoch]).permutation(len(plan.rows))
-    g = recipe.global_batch_size
-    return perm[(pos * g + np.arange(g)) % len(plan.rows)]
+    rng = np.random.default_rng([recipe.seed, stage, epoch])
+    n, g = len(plan.rows), recipe.global_batch_size
+    at = (pos * g + np.arange(g)) % n
+    if isinstance(plan.rows, list):
+        return rng.permutation(n)[at]
+    a = int(rng.integers(1, n)) if n > 1 else 1
+    while math.gcd(a, n) != 1:
+        a = a % (n - 1) + 1
+    b = int(rng.integers(n))
+    return (at * a + b) % n
 
 
 @dataclass
@@ -213,6 +232,7 @@ class _Run:
     world: int
     accum: int
     max_answer_tokens: int
+    fsdp: bool = False
 
 
 def _step(run: _Run, plan: _Plan, stage: int, step: int, global_step: int, lr: float) -> float:
@@ -236,7 +256,9 @@ def _step(run: _Run, plan: _Plan, stage: int, step: int, global_step: int, lr: f
                            max_answer_tokens=run.max_answer_tokens)  # fmt: skip
         feats = run.source.features(rows).to(run.device)
         last = j == run.accum - 1
-        sync = nullcontext() if last or run.world == 1 else run.wrapped.no_sync()
+        if run.fsdp:
+            run.model.set_requires_gradient_sync(last)  # type: ignore[operator]
+        sync = nullcontext() if last or run.world == 1 or run.fsdp else run.wrapped.no_sync()
         with sync:
             with autocast:
                 out = run.wrapped(feats, **{k: v.to(run.device) for k, v in enc.items()})
@@ -254,11 +276,23 @@ def _step(run: _Run, plan: _Plan, stage: int, step: int, global_step: int, lr: f
     return float(total)
 
 
+def _optimizer_state(run: _Run) -> dict[str, Any]:
+    """The optimiser state, whole: under FSDP gathered by every process
+    (``torch.distributed.checkpoint``'s full state dict, keyed by name)."""
+    if not run.fsdp:
+        return dict(run.optimizer.state_dict())
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return dict(get_optimizer_state_dict(run.model, run.optimizer, options=opts))
+
+
 def _save(run: _Run, out: Path, state: dict[str, Any]) -> None:
+    trainable, optim = run.model.trainable_state(), _optimizer_state(run)  # every process
     if run.rank != 0:
         return
-    full = {**state, "trainable": run.model.trainable_state(),
-            "optimizer": run.optimizer.state_dict(), "recipe": run.recipe.to_dict()}  # fmt: skip
+    full = {**state, "trainable": trainable, "optimizer": optim, "fsdp": run.fsdp,
+            "recipe": run.recipe.to_dict()}  # fmt: skip
     tmp = out / (CHECKPOINT + ".tmp")
     torch.save(full, tmp)
     os.replace(tmp, out / CHECKPOINT)
@@ -266,24 +300,55 @@ def _save(run: _Run, out: Path, state: dict[str, Any]) -> None:
     (out / "metrics.jsonl").write_text(lines, encoding="utf-8")
 
 
-def _resume(run: _Run, out: Path) -> dict[str, Any]:
+def _read_checkpoint(out: Path, recipe: OwlRecipe, fsdp: bool) -> dict[str, Any]:
     path = out / CHECKPOINT
     if not path.is_file():
         raise ParameterError(f"--resume: no {CHECKPOINT} in {out}")
     state = _torch_load(path)
     try:
-        same = state["recipe"]["stages"] == run.recipe.to_dict()["stages"]
+        same = state["recipe"]["stages"] == recipe.to_dict()["stages"]
     except (KeyError, TypeError) as exc:
         raise ParameterError(f"{path} is not an OWL training checkpoint: {exc}") from exc
     if not same:
         raise ParameterError(f"{path} was written with other stages than this recipe's")
-    run.model.load_trainable(state["trainable"])
-    run.optimizer.load_state_dict(state["optimizer"])
+    if bool(state.get("fsdp", False)) != fsdp:
+        raise ParameterError(f"{path} was written {'with' if not fsdp else 'without'} --fsdp: "
+                             "resume it the same way")  # fmt: skip
     _LOG.info("resuming at stage %d step %d", state["stage"], state["step"])
-    return {k: state[k] for k in ("stage", "step", "global_step", "history")}
+    return dict(state)
 
 
-def _setup(model: OwlModel, device: torch.device | None) -> tuple[Any, torch.device, int, int]:
+def _load_optimizer(run: _Run, optim: dict[str, Any]) -> None:
+    if not run.fsdp:
+        run.optimizer.load_state_dict(optim)
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    set_optimizer_state_dict(run.model, run.optimizer, optim,
+                             options=StateDictOptions(full_state_dict=True))  # fmt: skip
+
+
+def _close_process_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _shard(model: OwlModel) -> None:
+    """FSDP2: every decoder layer a unit of its own, the rest the root's."""
+    from torch.distributed.fsdp import fully_shard
+
+    layers = [m for m in model.llm.modules() if type(m).__name__.endswith("DecoderLayer")]
+    for m in layers:
+        fully_shard(m)
+    fully_shard(model)
+    _LOG.info("FSDP: %d decoder layers sharded, and the root", len(layers))
+
+
+def _setup(
+    model: OwlModel, device: torch.device | None, fsdp: bool = False
+) -> tuple[Any, torch.device, int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         dev = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -293,6 +358,9 @@ def _setup(model: OwlModel, device: torch.device | None) -> tuple[Any, torch.dev
 
     if not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        # closed at exit (not after the run: a process may train again): Gloo
+        # threads still running at interpreter exit can abort the process
+        atexit.register(_close_process_group)
     rank = dist.get_rank()
     if torch.cuda.is_available():
         local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -301,6 +369,9 @@ def _setup(model: OwlModel, device: torch.device | None) -> tuple[Any, torch.dev
     else:
         dev = torch.device("cpu")
     model.to(dev)
+    if fsdp:
+        _shard(model)
+        return model, dev, rank, dist.get_world_size()
     wrapped = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[dev.index] if dev.type == "cuda" else None)  # fmt: skip
     return wrapped, dev, rank, dist.get_world_size()
@@ -316,8 +387,10 @@ def train_owl(
     resume: bool = False,
     stop_after: int | None = None,
     device: torch.device | None = None,
+    fsdp: bool = False,
 ) -> dict[str, Any]:
-    """Run the recipe's curriculum; returns ``history`` (one dict per step:
+    """Run the recipe's curriculum (``fsdp``: shard with FSDP2 under
+    torchrun instead of DDP); returns ``history`` (one dict per step:
     ``stage``, ``step``, ``global_step``, ``lr``, ``loss``, ``seconds``
     since this invocation started), ``counts``
     (:meth:`~agl_fast.torch.owl.OwlModel.check_trainable`), ``stopped``
@@ -329,7 +402,13 @@ def train_owl(
     out.mkdir(parents=True, exist_ok=True)
     counts = model.check_trainable()
     _LOG.info("trainable parameters: %s", counts)
-    wrapped, dev, rank, world = _setup(model, device)
+    if fsdp and int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        _LOG.warning("fsdp without torchrun (WORLD_SIZE=1): training unsharded")
+        fsdp = False
+    saved = _read_checkpoint(out, recipe, fsdp) if resume else None
+    if saved is not None:
+        model.load_trainable(saved["trainable"])  # before any sharding
+    wrapped, dev, rank, world = _setup(model, device, fsdp)
     if recipe.bf16 and dev.type != "cuda":
         _LOG.warning("bf16 autocast is for CUDA: training in float32 on %s", dev)
     per_pass = recipe.micro_batch_size * world
@@ -340,11 +419,12 @@ def train_owl(
     opt = torch.optim.AdamW(params, lr=recipe.lr, betas=(recipe.betas[0], recipe.betas[1]),
                             weight_decay=recipe.weight_decay)  # fmt: skip
     run = _Run(model, wrapped, tokenizer, source, recipe, opt, dev, rank, world,
-               recipe.global_batch_size // per_pass, model.cfg.max_answer_tokens)  # fmt: skip
+               recipe.global_batch_size // per_pass, model.cfg.max_answer_tokens, fsdp)  # fmt: skip
     plans = _plans(source, recipe)
     pos: dict[str, Any] = {"stage": 0, "step": 0, "global_step": 0, "history": []}
-    if resume:
-        pos = _resume(run, out)
+    if saved is not None:
+        _load_optimizer(run, saved["optimizer"])
+        pos = {k: saved[k] for k in ("stage", "step", "global_step", "history")}
     model.train()
     stopped = False
     t0 = time.perf_counter()
@@ -365,7 +445,8 @@ def train_owl(
     done = pos["stage"] >= len(plans)
     if done:
         _save(run, out, pos)
+        final = model.trainable_state()  # every process (FSDP gathers)
         if rank == 0:
-            save_owl(model, out / "owl")
+            save_owl(model, out / "owl", final)
     return {"history": pos["history"], "counts": counts, "stopped": not done,
             "model_dir": str(out / "owl") if done else None}  # fmt: skip
