@@ -15,11 +15,14 @@ import numpy as np
 import pytest
 
 from _alm_server import FakeALM
+from agl_fast.alm.providers import OpenAICompatible
 from agl_fast.alm.runner import Limits
 from agl_fast.exceptions import ParameterError
 from agl_fast.spatial.answers import score_qa
 from agl_fast.spatial.embeddings import (
+    MAX_DIMENSIONS,
     EmbeddingError,
+    OpenAIEmbeddings,
     embedding_scores,
     fetch_embeddings,
     read_class_labels,
@@ -35,13 +38,16 @@ VECTORS.update({"A cat.": VECTORS["Cat"], "A dog barks.": VECTORS["Dog"]})
 class FakeEmbeddings(FakeALM):
     """The loopback server with an OpenAI ``/v1/embeddings`` route."""
 
+    embed_usage: Any = None  # the usage object sent; None: a well-formed one
+
     def _openai(self, h: Any, rec: Any, text: str, finish: str) -> None:
         if not rec.path.endswith("/embeddings"):
             return super()._openai(h, rec, text, finish)
         vec = self.answers.get(rec.body.get("input"), "null")
+        usage = self.embed_usage or {"prompt_tokens": 3, "total_tokens": 3}
         payload = {"object": "list", "model": rec.body.get("model"),
                    "data": [{"object": "embedding", "index": 0, "embedding": json.loads(vec)}],
-                   "usage": {"prompt_tokens": 3, "total_tokens": 3}}  # fmt: skip
+                   "usage": usage}  # fmt: skip
         rec.status = 200
         self._send(h, 200, payload)
         rec.delivered = True
@@ -110,6 +116,43 @@ def test_embeddings_retry_and_fail_typed(server, tmp_path):
         fetch_embeddings(["Cat", f"unknown {uuid.uuid4()}"], model="m",
                          store=tmp_path / "b.sqlite", provider="vllm", base_url=base, key=KEY,
                          limits=Limits(max_attempts=2, backoff_base=0.01))  # fmt: skip
+
+
+def test_embeddings_share_the_chat_providers_reply_checks(server, tmp_path):
+    good = {"data": [{"embedding": [1, 0.5]}], "usage": {"prompt_tokens": 2}}
+    reply = OpenAIEmbeddings.parse_reply(good)
+    assert json.loads(reply.text) == [1.0, 0.5] and reply.prompt_tokens == 2
+    hostile = [
+        ([], "response is a list"),
+        ({"data": {}}, "no data list"),
+        ({"data": [None]}, "data\\[0\\] is a NoneType"),
+        ({"data": [{"embedding": ["1"]}]}, "not a number"),
+        ({"data": [{"embedding": [True]}]}, "not a number"),
+        ({"data": [{"embedding": [1e400]}]}, "not finite"),
+        ({"data": [{"embedding": [0.0] * (MAX_DIMENSIONS + 1)}]}, "1 to 65536"),
+        # Token counts are checked as in chat replies (the cost ledger adds them up).
+        ({**good, "usage": {"prompt_tokens": -3}}, "token count"),
+        ({**good, "usage": {"prompt_tokens": True}}, "token count"),
+        ({**good, "usage": []}, "usage is a list"),
+    ]
+    for data, match in hostile:
+        with pytest.raises(ValueError, match=match):
+            OpenAIEmbeddings.parse_reply(data)
+    # Over the loopback server: a negative count is a malformed reply, retried,
+    # then a typed error; nothing is stored as an answer.
+    fake, base = server
+    fake.embed_usage = {"prompt_tokens": -3}
+    with pytest.raises(EmbeddingError, match="1 of 1 texts"):
+        fetch_embeddings(["Cat"], model="m", store=tmp_path / "c.sqlite", provider="vllm",
+                         base_url=base, key=KEY,
+                         limits=Limits(max_attempts=2, backoff_base=0.01))  # fmt: skip
+    assert fake.requests() == 2
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        assert [r[0] for r in db.execute("SELECT answer_class FROM results")] == ["error"]
+    # The chat provider posts to its own endpoint; the embeddings one never streams.
+    chat = OpenAICompatible("vllm", KEY, base_url=base)
+    emb = OpenAIEmbeddings("vllm", KEY, base_url=base, stream=True)
+    assert (chat.endpoint, emb.endpoint, emb.stream) == ("chat/completions", "embeddings", False)
 
 
 def test_embedding_scores_and_inputs(tmp_path):

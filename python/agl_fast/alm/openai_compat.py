@@ -1,9 +1,12 @@
 """OpenAI-compatible chat completions (OpenAI, OpenRouter, vLLM/SGLang,
-DashScope) with an ``input_audio`` part."""
+DashScope) with an ``input_audio`` part, and the same servers' text
+embeddings (:class:`OpenAIEmbeddings`): one request path, one set of
+reply-shape checks."""
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import httpx
@@ -18,9 +21,15 @@ from .providers import (
 )
 from .reply_shape import _content, _entry, _obj, _openai_usage, _opt_str
 
+#: Largest embedding (values) accepted from a server.
+MAX_EMBEDDING_DIMENSIONS = 65536
+
 
 class OpenAICompatible(Provider):
     """``POST {base}/chat/completions`` with an ``input_audio`` part (base64)."""
+
+    #: The endpoint under the base URL.
+    endpoint = "chat/completions"
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}"} if self.key else {}
@@ -63,7 +72,7 @@ class OpenAICompatible(Provider):
         audio: PreparedAudio | None,
         params: dict[str, Any],
     ) -> Reply:
-        url = f"{self.base_url}/chat/completions"
+        url = f"{self.base_url}/{self.endpoint}"
         body = self.build_body(model, prompt, audio, params)
         if self.stream:
             return await self._stream(client, url, body)
@@ -152,3 +161,40 @@ class OpenAICompatible(Provider):
             audio_tokens=usage[2],
             reasoning="".join(thoughts) or None,
         )
+
+
+class OpenAIEmbeddings(OpenAICompatible):
+    """``POST {base}/embeddings`` (``{"model", "input"}``) through the chat
+    provider's request path (size caps, typed HTTP errors, key scrubbing);
+    the reply's text is the embedding as a JSON list. Never streamed."""
+
+    endpoint = "embeddings"
+
+    def __init__(self, name: str, key: str | None, **kw: Any) -> None:
+        super().__init__(name, key, **{**kw, "stream": False})
+
+    def build_body(
+        self, model: str, prompt: str, audio: PreparedAudio | None, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {"model": model, "input": prompt}
+
+    @staticmethod
+    def parse_reply(data: Any) -> Reply:
+        """A :class:`Reply` (text: the first embedding as a JSON list) from an
+        ``/embeddings`` object; ValueError names what is wrong."""
+        data = _obj(data, "response")
+        items = data.get("data")
+        if not isinstance(items, list) or not items:
+            raise ReplyShapeError("no data list")
+        vec = _entry(items[0], "data[0]").get("embedding")
+        if not isinstance(vec, list) or not 0 < len(vec) <= MAX_EMBEDDING_DIMENSIONS:
+            raise ReplyShapeError(
+                f"embedding is not a list of 1 to {MAX_EMBEDDING_DIMENSIONS} numbers"
+            )
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vec):
+            raise ReplyShapeError("embedding holds a value that is not a number")
+        out = [float(x) for x in vec]
+        if not all(math.isfinite(x) for x in out):
+            raise ReplyShapeError("embedding holds a value that is not finite")
+        pt, _, _ = _openai_usage(data.get("usage"))
+        return Reply(text=json.dumps(out), finish_reason="stop", prompt_tokens=pt)

@@ -11,7 +11,13 @@
   ln(1 - a) + 4 m V))`` with ``a`` the area-weighted mean absorption.
 * :func:`band_masks`: complementary octave-band masks on an FFT grid (flat
   inside each band, raised-cosine crossovers a quarter octave wide at the
-  band edges, summing to one at every frequency).
+  band edges, summing to one at every frequency): the analysis bands of the
+  measurements.
+* :func:`synthesis_masks`: the band model of the simulator, how octave-band
+  values spread over frequency: amplitude-complementary crossovers of half
+  overlap (Antoni's orthogonal-like octave filters, the bands with which
+  ``pyroomacoustics`` renders its octave-band damping), so one absorption
+  table gives the same spectrum in both simulators.
 * :func:`diffuse_coherence`: the interaural coherence of a diffuse field at
   the receiver: computed from an HRIR set averaged over its directions
   (weighted for uniform coverage of the sphere), or the free-field
@@ -48,13 +54,18 @@ __all__ = [
     "eyring_rt60",
     "material_absorption",
     "pra_module",
+    "synthesis_masks",
 ]
 
 #: Octave-band centres (Hz): ``pyroomacoustics``' bands at 32 kHz.
 BAND_CENTRES = 125.0 * 2.0 ** np.arange(8)
 SPEED_OF_SOUND = 343.0
-#: Crossover width between neighbouring bands (octaves).
+#: Crossover width between neighbouring analysis bands (octaves).
 _CROSSOVER = 0.25
+#: Overlap of the synthesis bands: the half-width of each crossover as a
+#: share of the distance from the upper band's centre to its upper edge
+#: (Antoni's overlap ratio; 0.5 is ``pyroomacoustics``' default).
+_SYNTHESIS_OVERLAP = 0.5
 
 
 def pra_module() -> Any:
@@ -175,6 +186,34 @@ def band_masks(n_fft: int, sr: float) -> np.ndarray:
     return masks
 
 
+def synthesis_masks(n_fft: int, sr: float) -> np.ndarray:
+    """Octave-band synthesis masks ``[8, n_fft // 2 + 1]`` summing to one at every bin.
+
+    The band model of the simulator: what an octave-band value (wall
+    damping, air attenuation, decay) means between the band centres. The
+    crossover from band ``b - 1`` to band ``b`` is centred on the band edge
+    ``f_b / sqrt(2)`` and is ``(sqrt(2) - 1) f_b`` wide (linear in
+    frequency, ``sin^2`` in amplitude): from ``f_b / 2`` to ``0.914 f_b``.
+    These are the amplitude responses (squared windows) of J. Antoni's
+    orthogonal-like octave filters with half overlap (J. Acoust. Soc. Am.
+    127(2), 2010), with which ``pyroomacoustics`` renders both its image
+    sources and its ray-traced tail, so one absorption table gives the same
+    spectrum in both simulators. The first band reaches down to DC and the
+    last up to Nyquist.
+    """
+    f = np.fft.rfftfreq(n_fft, 1.0 / sr)
+    nb = len(BAND_CENTRES)
+    masks = np.ones((nb, f.size))
+    for b in range(1, nb):
+        centre = float(BAND_CENTRES[b])
+        half = _SYNTHESIS_OVERLAP * (math.sqrt(2.0) - 1.0) * centre
+        phi = np.clip((f - centre / math.sqrt(2.0)) / half, -1.0, 1.0)
+        up = np.sin(0.25 * math.pi * (phi + 1.0)) ** 2  # share of band b
+        masks[b] *= up
+        masks[b - 1] *= 1.0 - up
+    return masks
+
+
 def diffuse_coherence(
     freqs: Any, *, hrtf: Any = None, spacing: float = 0.18, c: float = SPEED_OF_SOUND
 ) -> np.ndarray:
@@ -273,7 +312,7 @@ def diffuse_tail(
     fills in where the images thin out.
     """
     nb, n = early_energy.shape
-    masks = band_masks(n, sr)
+    masks = synthesis_masks(n, sr)
     t = (np.arange(n) - offset) / sr
     expected = (
         4

@@ -10,7 +10,9 @@ event names (matched in lower case), and the figure is the mean over
 classes of the per-class average precision.
 
 :func:`fetch_embeddings` sends texts to an OpenAI-compatible
-``POST {base}/embeddings`` endpoint through :class:`agl_fast.alm.runner.Engine`:
+``POST {base}/embeddings`` endpoint with
+:class:`agl_fast.alm.openai_compat.OpenAIEmbeddings` (the chat provider's
+request path and reply checks) through :class:`agl_fast.alm.runner.Engine`:
 the same retries, rate limits and SQLite cache as the other queries (a text
 already embedded with the same model is never sent again; the vector is
 kept as the stored answer's text). :func:`embedding_scores` gives the score
@@ -22,16 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from pathlib import Path
-from typing import Any
 
-import httpx
 import numpy as np
 
-from ..alm.audio import PreparedAudio
-from ..alm.openai_compat import OpenAICompatible
-from ..alm.providers import Reply, ReplyShapeError, make_provider
+from ..alm.openai_compat import MAX_EMBEDDING_DIMENSIONS, OpenAIEmbeddings
+from ..alm.providers import Reply, make_provider
 from ..alm.runner import Engine, Job, Limits
 from ..alm.store import Store, cache_key
 from ..exceptions import AglError, ParameterError, ShapeError
@@ -48,53 +46,12 @@ __all__ = [
 
 #: Prompt id of embedding requests in the store (the text itself is the input).
 EMBEDDING_PROMPT_ID = "embedding/v1"
-#: Largest embedding accepted from a server.
-MAX_DIMENSIONS = 65536
+#: Largest embedding accepted from a server (the provider's limit).
+MAX_DIMENSIONS = MAX_EMBEDDING_DIMENSIONS
 
 
 class EmbeddingError(AglError):
     """Texts left without an embedding after the run (failed requests)."""
-
-
-def _vector(data: Any) -> list[float]:
-    """The first embedding of an OpenAI ``/embeddings`` answer, checked."""
-    if not isinstance(data, dict) or not isinstance(data.get("data"), list) or not data["data"]:
-        raise ReplyShapeError("no data list")
-    item = data["data"][0]
-    vec = item.get("embedding") if isinstance(item, dict) else None
-    if not isinstance(vec, list) or not 0 < len(vec) <= MAX_DIMENSIONS:
-        raise ReplyShapeError("embedding is not a list of 1 to 65536 numbers")
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vec):
-        raise ReplyShapeError("embedding holds a value that is not a number")
-    out = [float(x) for x in vec]
-    if not all(math.isfinite(x) for x in out):
-        raise ReplyShapeError("embedding holds a value that is not finite")
-    return out
-
-
-class OpenAIEmbeddings(OpenAICompatible):
-    """``POST {base}/embeddings`` (``{"model", "input"}``); the reply's text is
-    the embedding as a JSON list."""
-
-    async def _complete(
-        self,
-        client: httpx.AsyncClient,
-        model: str,
-        prompt: str,
-        audio: PreparedAudio | None,
-        params: dict[str, Any],
-    ) -> Reply:
-        body = {"model": model, "input": prompt}
-        data, raw = await self._post_json(client, f"{self.base_url}/embeddings", body,
-                                          self._headers())  # fmt: skip
-        try:
-            vec = _vector(data)
-        except ReplyShapeError as exc:
-            raise self._malformed(str(exc), raw) from None
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        tokens = usage.get("prompt_tokens")
-        return Reply(text=json.dumps(vec), finish_reason="stop",
-                     prompt_tokens=tokens if isinstance(tokens, int) else None)  # fmt: skip
 
 
 def _classify(reply: Reply) -> str:
@@ -143,7 +100,8 @@ def fetch_embeddings(
     if not clean:
         return np.zeros((0, 0))
     prov = make_provider(provider, key, base_url=base_url)
-    emb = OpenAIEmbeddings(prov.name, key, base_url=prov.base_url, timeout=prov.timeout)
+    emb = OpenAIEmbeddings(prov.name, key, base_url=prov.base_url, timeout=prov.timeout,
+                           max_response_bytes=prov.max_response_bytes)  # fmt: skip
     prompt_hash = hashlib.sha256(EMBEDDING_PROMPT_ID.encode()).hexdigest()
     jobs = []
     for i, t in enumerate(clean):

@@ -59,12 +59,12 @@ from .acoustics import (
     BAND_CENTRES,
     SPEED_OF_SOUND,
     air_absorption,
-    band_masks,
     diffuse_coherence,
     diffuse_tail,
     eyring_rt60,
     material_absorption,
     pra_module,
+    synthesis_masks,
 )
 from .defaults import MAX_ORDER, SR
 from .hrtf import Hrtf, load_sofa
@@ -311,7 +311,8 @@ def _early(
             acc[:, e, d0 : d0 + kernels.shape[-1]] += amp[:, k, None] * kernels[k, e][None]
     n_fft = 1 << math.ceil(math.log2(n + 1))
     spec_acc = np.fft.rfft(acc, n_fft, axis=-1)
-    early = np.fft.irfft(np.einsum("bef,bf->ef", spec_acc, band_masks(n_fft, sr)), n_fft)[:, :n]
+    bands = synthesis_masks(n_fft, sr)
+    early = np.fft.irfft(np.einsum("bef,bf->ef", spec_acc, bands), n_fft)[:, :n]
     energy = np.zeros((nb, n))
     for b in range(nb):
         np.add.at(energy[b], delay, amp[b] ** 2)
