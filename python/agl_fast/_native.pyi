@@ -135,13 +135,13 @@ def to_db_f64(
     n_threads: int | None = None,
 ) -> npt.NDArray[np.float64]: ...
 def stft_f64(
-    rows: npt.NDArray[np.float64],
+    rows: npt.NDArray[np.float64] | npt.NDArray[np.float32],
     framing: StftParams,
     n_threads: int | None = None,
     single: bool = False,
 ) -> tuple[int, npt.NDArray[np.complexfloating[Any, Any]]]: ...
 def spectrogram_f64(
-    rows: npt.NDArray[np.float64],
+    rows: npt.NDArray[np.float64] | npt.NDArray[np.float32],
     framing: StftParams,
     power: float = 2.0,
     mel: MelParams | None = None,

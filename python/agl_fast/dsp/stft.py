@@ -232,7 +232,8 @@ def is_double(y: Any) -> bool:
 
 
 def _double_rows(y: np.ndarray, allow_copy: bool) -> np.ndarray:
-    """The float64 signal ``[..., n]`` as C-contiguous rows ``[items, n]``."""
+    """The signal ``[..., n]`` (float64, or float32: the kernel widens each
+    sample exactly) as C-contiguous rows ``[items, n]``."""
     if y.ndim == 0 or y.size == 0:
         raise ShapeError(f"input signal is empty or a scalar (shape {y.shape})")
     if not y.flags.c_contiguous and not allow_copy:
@@ -256,7 +257,8 @@ def stft_double(
     single: bool = False,
 ) -> np.ndarray:
     """The float64 STFT ``[..., 1 + n_fft // 2, t]``: every step in double
-    precision, as librosa does for float64 input; complex128, or with
+    precision, as librosa does for float64 input (and for float32 input,
+    which ``y`` may also be: its samples are widened exactly); complex128, or with
     ``single`` complex64 (the double-precision result rounded once, as
     librosa's for float32 input)."""
     rows = _double_rows(y, allow_copy)

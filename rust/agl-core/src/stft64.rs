@@ -42,12 +42,37 @@ fn rfft_plan_f64(n: usize) -> Arc<dyn realfft::RealToComplex<f64>> {
     p
 }
 
+/// A sample the float64 STFT reads: f64, or f32 widened exactly (as
+/// numpy's product of float32 frames and a float64 window).
+pub trait Sample: Copy + Send + Sync {
+    fn wide(self) -> f64;
+}
+
+impl Sample for f64 {
+    #[inline(always)]
+    fn wide(self) -> f64 {
+        self
+    }
+}
+
+impl Sample for f32 {
+    #[inline(always)]
+    fn wide(self) -> f64 {
+        f64::from(self)
+    }
+}
+
 /// What the float64 STFT writes for each frame: `width` values formed from
 /// the frame's one-sided spectrum.
 pub trait Sink: Sync {
     type Out: Copy + Send + Sync + Default;
     /// Values per frame, given the bins of the spectrum.
     fn width(&self, n_freqs: usize) -> usize;
+    /// `out` as the spectrum itself, for a sink whose values are the
+    /// spectrum (the transform then writes there, no copy).
+    fn as_spectrum<'a>(&self, _out: &'a mut [Self::Out]) -> Option<&'a mut [Complex64]> {
+        None
+    }
     /// Whether the sink takes spectra of `n_freqs` bins.
     fn check(&self, _n_freqs: usize) -> Result<()> {
         Ok(())
@@ -68,6 +93,9 @@ impl Sink for Complex128Out {
     #[inline]
     fn emit(&self, spectrum: &[Complex64], out: &mut [Complex64], _: &mut [f64]) {
         out.copy_from_slice(spectrum);
+    }
+    fn as_spectrum<'a>(&self, out: &'a mut [Complex64]) -> Option<&'a mut [Complex64]> {
+        Some(out)
     }
 }
 
@@ -193,7 +221,7 @@ pub fn stft_f64_len(rows: &[&[f64]], params: &StftParams) -> Result<usize> {
 
 /// Values a sink of `width` values per frame receives for `rows`:
 /// `rows * width * frames`.
-pub fn stft_f64_sink_len(rows: &[&[f64]], params: &StftParams, width: usize) -> Result<usize> {
+pub fn stft_f64_sink_len<X>(rows: &[&[X]], params: &StftParams, width: usize) -> Result<usize> {
     params.validate()?;
     let len = rows.first().map_or(0, |r| r.len());
     let n_frames = params.n_frames(len)?;
@@ -219,7 +247,7 @@ pub fn stft_f64_into(
 
 /// Checks shared by every float64 STFT: window length, equal row lengths,
 /// finite samples.
-fn check_input(rows: &[&[f64]], params: &StftParams, window: &[f64]) -> Result<usize> {
+fn check_input<X: Sample>(rows: &[&[X]], params: &StftParams, window: &[f64]) -> Result<usize> {
     params.validate()?;
     if window.len() != params.win_length {
         return Err(AglError::Shape(format!(
@@ -235,7 +263,7 @@ fn check_input(rows: &[&[f64]], params: &StftParams, window: &[f64]) -> Result<u
         ));
     }
     for r in rows {
-        if let Some(index) = r.iter().position(|v| !v.is_finite()) {
+        if let Some(index) = r.iter().position(|v| !v.wide().is_finite()) {
             return Err(AglError::NonFinite {
                 what: "audio buffer".to_string(),
                 index,
@@ -248,8 +276,8 @@ fn check_input(rows: &[&[f64]], params: &StftParams, window: &[f64]) -> Result<u
 /// The float64 STFT of `rows` into `out` through `sink`:
 /// `[rows, width, frames]` row-major, every value written once (the buffer
 /// need not be initialised). Returns the frame count.
-pub fn stft_f64_sink_into<S: Sink>(
-    rows: &[&[f64]],
+pub fn stft_f64_sink_into<S: Sink, X: Sample>(
+    rows: &[&[X]],
     params: &StftParams,
     window: &[f64],
     n_threads: Option<usize>,
@@ -300,8 +328,19 @@ pub fn stft_f64_sink_into<S: Sink>(
                     for (b, col) in cols.chunks_exact_mut(width).take(nb).enumerate() {
                         framer.frame(x, t0 + b, &mut frame);
                         // Lengths match the plan by construction.
-                        let _ = plan.process_with_scratch(&mut frame, &mut spectrum, &mut scratch);
-                        sink.emit(&spectrum, col, &mut power);
+                        match sink.as_spectrum(col) {
+                            Some(dst) => {
+                                let _ = plan.process_with_scratch(&mut frame, dst, &mut scratch);
+                            }
+                            None => {
+                                let _ = plan.process_with_scratch(
+                                    &mut frame,
+                                    &mut spectrum,
+                                    &mut scratch,
+                                );
+                                sink.emit(&spectrum, col, &mut power);
+                            }
+                        }
                     }
                     for k in 0..width {
                         let row = &mut item[k * n_frames + t0..k * n_frames + t0 + nb];
@@ -327,25 +366,25 @@ struct Framer<'a> {
 
 impl Framer<'_> {
     #[inline]
-    fn frame(&self, x: &[f64], t: usize, frame: &mut [f64]) {
+    fn frame<X: Sample>(&self, x: &[X], t: usize, frame: &mut [f64]) {
         let n_fft = self.params.n_fft;
         let start = (t * self.params.hop_length) as isize - self.params.pad() as isize;
         if start >= 0 && start as usize + n_fft <= self.len {
             // An interior frame: no padding, a plain product.
             let src = &x[start as usize..start as usize + n_fft];
             for ((f, &w), &v) in frame.iter_mut().zip(self.window).zip(src) {
-                *f = w * v;
+                *f = w * v.wide();
             }
             return;
         }
         for (i, (f, &w)) in frame.iter_mut().zip(self.window).enumerate() {
             let pos = start + i as isize;
             let v = if pos >= 0 && (pos as usize) < self.len {
-                x[pos as usize]
+                x[pos as usize].wide()
             } else {
                 match self.params.pad_mode {
                     PadMode::Constant => 0.0,
-                    PadMode::Reflect => x[reflect_index(pos, self.len)],
+                    PadMode::Reflect => x[reflect_index(pos, self.len)].wide(),
                 }
             };
             *f = w * v;
@@ -421,6 +460,24 @@ mod tests {
         for (a, b) in c64.iter().zip(&full) {
             assert_eq!((a.re, a.im), (b.re as f32, b.im as f32));
         }
+        // float32 samples are widened exactly: the bits of their f64 copy.
+        let narrow: Vec<Vec<f32>> = rows
+            .iter()
+            .map(|r| r.iter().map(|&v| v as f32).collect())
+            .collect();
+        let wide: Vec<Vec<f64>> = narrow
+            .iter()
+            .map(|r| r.iter().map(|&v| f64::from(v)).collect())
+            .collect();
+        let (nr, wr) = (
+            [&narrow[0][..], &narrow[1][..]],
+            [&wide[0][..], &wide[1][..]],
+        );
+        let mut a = vec![Complex64::default(); full.len()];
+        let mut b = a.clone();
+        stft_f64_sink_into(&nr, &p, &w, Some(1), never(), &Complex128Out, &mut a).unwrap();
+        stft_f64_sink_into(&wr, &p, &w, Some(1), never(), &Complex128Out, &mut b).unwrap();
+        assert_eq!(a, b);
         for power in [1.0, 2.0, 1.5, 4.0] {
             let (_, got) = run(&|threads, out| {
                 out.resize(full.len(), 0.0);

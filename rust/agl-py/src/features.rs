@@ -12,7 +12,7 @@ use agl_core::mel::{kaldi_mel, MelBank};
 use agl_core::stft::{stft_batch, StftParams};
 use agl_core::stft64::{
     check_power_f64, stft_f64_sink_into, stft_f64_sink_len, Complex128Out, Complex64Out, MelOut,
-    PowerOut, Sink,
+    PowerOut, Sample, Sink,
 };
 use num_complex::Complex32;
 use numpy::{
@@ -395,11 +395,12 @@ fn f64_framing(framing: &args::Framing<'_>) -> PyResult<(StftParams, Vec<f64>)> 
     Ok((p, arr.as_array().to_vec()))
 }
 
-/// The float64 STFT of `rows` `[items, n]` through `sink`, into a new
-/// numpy array: `(frames, data)`, `data` `[items * width * frames]` in
-/// librosa's `[items, width, frames]` order.
+/// The float64 STFT of `rows` `[items, n]` (float64, or float32 widened
+/// sample by sample) through `sink`, into a new numpy array: `(frames,
+/// data)`, `data` `[items * width * frames]` in librosa's `[items, width,
+/// frames]` order.
 fn run_f64<'py, S>(
-    rows: PyReadonlyArray2<'py, f64>,
+    rows: &Bound<'py, PyAny>,
     framing: &args::Framing<'py>,
     n_threads: Option<usize>,
     sink: impl FnOnce(&StftParams) -> PyResult<S>,
@@ -408,21 +409,42 @@ where
     S: Sink,
     S::Out: numpy::Element,
 {
+    if let Ok(a) = rows.extract::<PyReadonlyArray2<'py, f64>>() {
+        return run_rows(a, framing, n_threads, sink);
+    }
+    let a = rows
+        .extract::<PyReadonlyArray2<'py, f32>>()
+        .map_err(|_| param_err("rows must be a 2-D float64 or float32 array"))?;
+    run_rows(a, framing, n_threads, sink)
+}
+
+/// [`run_f64`] on rows of one sample type.
+fn run_rows<'py, S, X>(
+    rows: PyReadonlyArray2<'py, X>,
+    framing: &args::Framing<'py>,
+    n_threads: Option<usize>,
+    sink: impl FnOnce(&StftParams) -> PyResult<S>,
+) -> PyResult<(usize, Bound<'py, PyArray1<S::Out>>)>
+where
+    S: Sink,
+    S::Out: numpy::Element,
+    X: Sample + numpy::Element,
+{
     let py = rows.py();
     let (p, w) = f64_framing(framing)?;
     let sink = sink(&p)?;
     let view = rows.as_array();
     let width = view.ncols().max(1);
     // The caller's C-contiguous rows are read in place (copied only if not).
-    let owned: Vec<f64>;
-    let flat: &[f64] = match rows.as_slice() {
+    let owned: Vec<X>;
+    let flat: &[X] = match rows.as_slice() {
         Ok(s) => s,
         Err(_) => {
             owned = view.iter().copied().collect();
             &owned
         }
     };
-    let slices: Vec<&[f64]> = if view.ncols() == 0 {
+    let slices: Vec<&[X]> = if view.ncols() == 0 {
         vec![&[][..]; view.nrows()]
     } else {
         flat.chunks(width).collect()
@@ -441,7 +463,8 @@ where
     Ok((frames, out))
 }
 
-/// Double-precision STFT of `rows` `[items, n]` (the float64 path):
+/// Double-precision STFT of `rows` `[items, n]` (the float64 path; float32
+/// rows are widened sample by sample, as librosa's float32 frames are):
 /// `(frames, data)` with `data` `[items * (1 + n_fft/2) * frames]` in
 /// librosa's `[items, freqs, frames]` order, complex128, or complex64 (the
 /// double-precision result rounded once) with `single`. `window` is a name
@@ -449,7 +472,7 @@ where
 #[pyfunction]
 #[pyo3(signature = (rows, framing, n_threads=None, single=false))]
 pub fn stft_f64<'py>(
-    rows: PyReadonlyArray2<'py, f64>,
+    rows: &Bound<'py, PyAny>,
     framing: args::Framing<'py>,
     n_threads: Option<&Bound<'py, PyAny>>,
     single: bool,
@@ -463,14 +486,14 @@ pub fn stft_f64<'py>(
     Ok((t, a.into_any()))
 }
 
-/// Double-precision `|STFT|^power` of `rows` `[items, n]` (the float64
-/// path), projected on librosa's mel filterbank when `mel` is given:
+/// Double-precision `|STFT|^power` of `rows` `[items, n]` (float64, or
+/// float32 widened sample by sample), projected on librosa's mel filterbank when `mel` is given:
 /// `(frames, data)` with `data` `[items * width * frames]` float64 in
 /// `[items, width, frames]` order (`width`: `1 + n_fft/2`, or `n_mels`).
 #[pyfunction]
 #[pyo3(signature = (rows, framing, power=2.0, mel=None, n_threads=None))]
 pub fn spectrogram_f64<'py>(
-    rows: PyReadonlyArray2<'py, f64>,
+    rows: &Bound<'py, PyAny>,
     framing: args::Framing<'py>,
     power: f64,
     mel: Option<args::MelArgs<'py>>,

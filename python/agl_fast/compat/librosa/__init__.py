@@ -179,12 +179,14 @@ def stft(
         )
     # librosa frames float32 audio against a float64 window, so its FFT runs
     # in double precision whatever the input; the float64 kernel does the
-    # same and writes the input's complex type (complex64: rounded once).
+    # same (reading float32 samples as they are, widened exactly) and writes
+    # the input's complex type (complex64: rounded once).
     if dtype is None:
         dtype = np.complex64 if y.dtype.itemsize <= 4 else np.complex128
-    y64, center, pad_mode = _pad_outside(y.astype(np.float64, copy=False), n_fft, center, pad_mode)
+    wide = y if y.dtype == np.float32 else y.astype(np.float64, copy=False)
+    wide, center, pad_mode = _pad_outside(wide, n_fft, center, pad_mode)
     S = _stft_double(
-        y64,
+        wide,
         n_fft,
         hop_length,
         win_length,
