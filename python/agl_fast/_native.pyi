@@ -56,6 +56,7 @@ __all__ = [
     "room_parameters",
     "spectral_flatness",
     "spectrogram",
+    "spectrogram_f64",
     "stft",
     "stft_f64",
     "to_db",
@@ -134,8 +135,18 @@ def to_db_f64(
     n_threads: int | None = None,
 ) -> npt.NDArray[np.float64]: ...
 def stft_f64(
-    rows: npt.NDArray[np.float64], framing: StftParams, n_threads: int | None = None
-) -> tuple[int, npt.NDArray[np.complex128]]: ...
+    rows: npt.NDArray[np.float64] | npt.NDArray[np.float32],
+    framing: StftParams,
+    n_threads: int | None = None,
+    single: bool = False,
+) -> tuple[int, npt.NDArray[np.complexfloating[Any, Any]]]: ...
+def spectrogram_f64(
+    rows: npt.NDArray[np.float64] | npt.NDArray[np.float32],
+    framing: StftParams,
+    power: float = 2.0,
+    mel: MelParams | None = None,
+    n_threads: int | None = None,
+) -> tuple[int, npt.NDArray[np.float64]]: ...
 
 # --- geo --------------------------------------------------------------------
 def haversine(

@@ -14,7 +14,7 @@ from .._internal.config import resolve_threads
 from ..exceptions import ParameterError, ShapeError
 from .db import _db_ref
 from .params import CENTER, MEL_NORM, N_FFT, N_MELS, PAD_MODE, WINDOW, MelParams
-from .stft import Window, framing, is_double, pad_outside, spectrogram
+from .stft import Window, framing, is_double, pad_outside, spectrogram_double
 
 __all__ = ["kaldi_mel_filterbank", "logmel", "mel_filterbank", "melspectrogram"]
 
@@ -174,10 +174,11 @@ def melspectrogram(
         raise ParameterError("melspectrogram needs audio y or a spectrogram S")
     if is_double(y) and isinstance(output, str) and output in ("auto", "numpy"):
         # librosa's float64 path: a float64 power spectrogram projected on
-        # the float32 mel basis.
-        P = spectrogram(y, **frame, power=power, n_threads=n_threads, allow_copy=allow_copy)
-        basis = mel_filterbank(sr=sr, n_fft=n_fft, **mel)
-        return np.einsum("...ft,mf->...mt", P, basis, optimize=True)
+        # the float32 mel basis, here in one double-precision pass.
+        y, frame["center"], frame["pad_mode"] = pad_outside(y, n_fft, center, pad_mode)
+        return spectrogram_double(
+            y, frame, power, n_threads, allow_copy, mel=MelParams(sr=sr, **mel)
+        )
     return _mel_native(
         y, allow_copy, output, n_threads, frame, MelParams(sr=sr, **mel), power=power
     )

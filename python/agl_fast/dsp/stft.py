@@ -16,7 +16,15 @@ from .._internal.args import count, flag, real, text
 from .._internal.batch import Output, _is_arrow, check_output, prepare_mono, run
 from .._internal.config import resolve_threads
 from ..exceptions import ParameterError, ShapeError
-from .params import CENTER, N_FFT, PAD_MODE, WINDOW, StftParams, default_hop_length
+from .params import (
+    CENTER,
+    N_FFT,
+    PAD_MODE,
+    WINDOW,
+    MelParams,
+    StftParams,
+    default_hop_length,
+)
 
 __all__ = [
     "NATIVE_PAD_MODES",
@@ -30,6 +38,7 @@ __all__ = [
     "pad_outside",
     "resolve_window",
     "spectrogram",
+    "spectrogram_double",
     "stft",
     "stft_double",
     "window_length",
@@ -222,6 +231,19 @@ def is_double(y: Any) -> bool:
     return isinstance(y, np.ndarray) and y.dtype == np.float64
 
 
+def _double_rows(y: np.ndarray, allow_copy: bool) -> np.ndarray:
+    """The signal ``[..., n]`` (float64, or float32: the kernel widens each
+    sample exactly) as C-contiguous rows ``[items, n]``."""
+    if y.ndim == 0 or y.size == 0:
+        raise ShapeError(f"input signal is empty or a scalar (shape {y.shape})")
+    if not y.flags.c_contiguous and not allow_copy:
+        raise ParameterError(
+            f"audio buffer (dtype={y.dtype}, C-contiguous=False) needs a copy to become "
+            "C-contiguous, and allow_copy=False"
+        )
+    return np.ascontiguousarray(y.reshape(-1, y.shape[-1]))
+
+
 def stft_double(
     y: np.ndarray,
     n_fft: Any,
@@ -232,21 +254,39 @@ def stft_double(
     pad_mode: str,
     n_threads: int | None,
     allow_copy: bool = True,
+    single: bool = False,
 ) -> np.ndarray:
-    """The float64 STFT ``[..., 1 + n_fft // 2, t]`` (complex128): every
-    step in double precision, as librosa does for float64 input."""
-    if y.ndim == 0 or y.size == 0:
-        raise ShapeError(f"input signal is empty or a scalar (shape {y.shape})")
-    if not y.flags.c_contiguous and not allow_copy:
-        raise ParameterError(
-            f"audio buffer (dtype={y.dtype}, C-contiguous=False) needs a copy to become "
-            "C-contiguous, and allow_copy=False"
-        )
-    lead = y.shape[:-1]
-    rows = np.ascontiguousarray(y.reshape(-1, y.shape[-1]))
+    """The float64 STFT ``[..., 1 + n_fft // 2, t]``: every step in double
+    precision, as librosa does for float64 input (and for float32 input,
+    which ``y`` may also be: its samples are widened exactly); complex128, or with
+    ``single`` complex64 (the double-precision result rounded once, as
+    librosa's for float32 input)."""
+    rows = _double_rows(y, allow_copy)
     frame = framing(n_fft, hop_length, win_length, window, center, pad_mode, dtype=np.float64)
-    n_t, data = _native.stft_f64(rows, frame, resolve_threads(n_threads))
-    return data.reshape(*lead, int(n_fft) // 2 + 1, n_t)  # type: ignore[no-any-return]
+    n_t, data = _native.stft_f64(rows, frame, resolve_threads(n_threads), single)
+    return data.reshape(*y.shape[:-1], int(n_fft) // 2 + 1, n_t)  # type: ignore[no-any-return]
+
+
+def spectrogram_double(
+    y: np.ndarray,
+    frame: dict[str, Any],
+    power: float,
+    n_threads: int | None,
+    allow_copy: bool = True,
+    mel: MelParams | None = None,
+) -> np.ndarray:
+    """The float64 ``|stft(y)| ** power`` ``[..., 1 + n_fft // 2, t]``, or
+    its projection on the mel filterbank ``mel`` ``[..., n_mels, t]``: one
+    pass in double precision, the power (``re**2 + im**2``, then the
+    exponent ``power / 2``) and the mel product formed frame by frame.
+    ``frame`` holds the arguments of :func:`framing`."""
+    rows = _double_rows(y, allow_copy)
+    params = framing(**frame, dtype=np.float64)
+    n_t, data = _native.spectrogram_f64(
+        rows, params, real("power", power), mel, resolve_threads(n_threads)
+    )
+    width = data.size // (n_t * rows.shape[0])  # 1 + n_fft // 2, or n_mels
+    return data.reshape(*y.shape[:-1], width, n_t)  # type: ignore[no-any-return]
 
 
 def _complex_output(y: Any, output: Output, refuse_arrow: bool = False) -> Output:
@@ -336,16 +376,6 @@ def stft(
     )
 
 
-def _power(S: np.ndarray, power: float) -> np.ndarray:
-    """``|S| ** power`` of a complex128 STFT, in float64."""
-    if not (0 < power <= _native.MAX_POWER):
-        raise ParameterError(
-            f"power must be a positive exponent <= {_native.MAX_POWER}, got power={power}"
-        )
-    P = S.real**2 + S.imag**2
-    return P if power == 2.0 else P ** (power / 2.0)  # type: ignore[no-any-return]
-
-
 def spectrogram(
     y: Any,
     *,
@@ -372,10 +402,15 @@ def spectrogram(
     output = _complex_output(y, output)
     y, center, pad_mode = pad_outside(y, n_fft, center, pad_mode)
     if is_double(y) and isinstance(output, str) and output in ("auto", "numpy"):
-        S = stft_double(
-            y, n_fft, hop_length, win_length, window, center, pad_mode, n_threads, allow_copy
-        )
-        return _power(S, power)
+        frame = {
+            "n_fft": n_fft,
+            "hop_length": hop_length,
+            "win_length": win_length,
+            "window": window,
+            "center": center,
+            "pad_mode": pad_mode,
+        }
+        return spectrogram_double(y, frame, power, n_threads, allow_copy)
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
     return run(
         _native.spectrogram,

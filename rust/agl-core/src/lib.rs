@@ -22,6 +22,7 @@ pub mod resample;
 pub mod rfft;
 pub mod room;
 pub mod stft;
+pub mod stft64;
 #[cfg(test)]
 mod testutil;
 pub mod window;

@@ -105,6 +105,31 @@ impl MelBank {
 }
 
 impl MelBank {
+    /// [`MelBank::apply`] in double precision (the weights widened to f64,
+    /// exactly): `out[m] = sum_k bank[m, k] * spec[k]`, non-zero weights
+    /// only, four partial sums per band.
+    #[inline]
+    pub fn apply_f64(&self, spec: &[f64], out: &mut [f64]) {
+        for (o, (start, w)) in out.iter_mut().zip(&self.rows) {
+            let x = &spec[*start..*start + w.len()];
+            let mut acc = [0.0f64; 4];
+            let mut cw = w.chunks_exact(4);
+            let mut cx = x.chunks_exact(4);
+            for (a, b) in (&mut cw).zip(&mut cx) {
+                for j in 0..4 {
+                    acc[j] += f64::from(a[j]) * b[j];
+                }
+            }
+            let mut s = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+            for (a, b) in cw.remainder().iter().zip(cx.remainder()) {
+                s += f64::from(*a) * b;
+            }
+            *o = s;
+        }
+    }
+}
+
+impl MelBank {
     /// [`MelBank::apply`] on a block of spectra, one frame per lane:
     /// `out[m] = sum_k bank[m, k] * spec[k]` (`spec`: `n_freqs` vectors,
     /// `out`: `n_mels`). Two partial sums per band (even and odd weights).

@@ -9,8 +9,12 @@ use agl_core::features::{
     EfficientAtConfig,
 };
 use agl_core::mel::{kaldi_mel, MelBank};
-use agl_core::stft::{stft_batch, stft_f64_into};
-use num_complex::{Complex32, Complex64};
+use agl_core::stft::{stft_batch, StftParams};
+use agl_core::stft64::{
+    check_power_f64, stft_f64_sink_into, stft_f64_sink_len, Complex128Out, Complex64Out, MelOut,
+    PowerOut, Sample, Sink,
+};
+use num_complex::Complex32;
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
     PyUntypedArrayMethods,
@@ -374,62 +378,136 @@ pub fn to_db_f64<'py>(
     Ok(out)
 }
 
-/// Double-precision STFT of `rows` `[items, n]` (the float64 path):
-/// `(frames, data)` with `data` `[items * (1 + n_fft/2) * frames]` in
-/// librosa's `[items, freqs, frames]` order. `window` is a name or a 1-D
-/// float64 array of `win_length` coefficients.
-#[pyfunction]
-#[pyo3(signature = (rows, framing, n_threads=None))]
-pub fn stft_f64<'py>(
-    rows: PyReadonlyArray2<'py, f64>,
-    framing: args::Framing<'py>,
-    n_threads: Option<&Bound<'py, PyAny>>,
-) -> PyResult<(usize, Bound<'py, PyArray1<Complex64>>)> {
-    let py = rows.py();
-    let n_threads = args::threads(n_threads)?;
+/// The STFT parameters and window of a float64 call: `framing.window` is a
+/// name or a 1-D float64 array of `win_length` coefficients (checked by
+/// shape; the framing is then validated with a rectangular stand-in).
+fn f64_framing(framing: &args::Framing<'_>) -> PyResult<(StftParams, Vec<f64>)> {
     let window = &framing.window;
-    let named = window.extract::<String>().is_ok();
-    // A given float64 window is checked by shape here; the framing is
-    // validated with a rectangular stand-in of the same length.
-    let p = if named {
-        framing.params()?
-    } else {
-        framing.params_with(agl_core::window::Window::Rectangular)?
-    };
-    let w: Vec<f64> = if named {
-        p.window.coefficients_f64(p.win_length).map_err(to_py)?
-    } else {
-        let arr: PyReadonlyArray1<f64> = window
-            .extract()
-            .map_err(|_| param_err("window must be a name or a 1-D float64 array"))?;
-        arr.as_array().to_vec()
-    };
+    if window.extract::<String>().is_ok() {
+        let p = framing.params()?;
+        let w = p.window.coefficients_f64(p.win_length).map_err(to_py)?;
+        return Ok((p, w));
+    }
+    let p = framing.params_with(agl_core::window::Window::Rectangular)?;
+    let arr: PyReadonlyArray1<f64> = window
+        .extract()
+        .map_err(|_| param_err("window must be a name or a 1-D float64 array"))?;
+    Ok((p, arr.as_array().to_vec()))
+}
+
+/// The float64 STFT of `rows` `[items, n]` (float64, or float32 widened
+/// sample by sample) through `sink`, into a new numpy array: `(frames,
+/// data)`, `data` `[items * width * frames]` in librosa's `[items, width,
+/// frames]` order.
+fn run_f64<'py, S>(
+    rows: &Bound<'py, PyAny>,
+    framing: &args::Framing<'py>,
+    n_threads: Option<usize>,
+    sink: impl FnOnce(&StftParams) -> PyResult<S>,
+) -> PyResult<(usize, Bound<'py, PyArray1<S::Out>>)>
+where
+    S: Sink,
+    S::Out: numpy::Element,
+{
+    if let Ok(a) = rows.extract::<PyReadonlyArray2<'py, f64>>() {
+        return run_rows(a, framing, n_threads, sink);
+    }
+    let a = rows
+        .extract::<PyReadonlyArray2<'py, f32>>()
+        .map_err(|_| param_err("rows must be a 2-D float64 or float32 array"))?;
+    run_rows(a, framing, n_threads, sink)
+}
+
+/// [`run_f64`] on rows of one sample type.
+fn run_rows<'py, S, X>(
+    rows: PyReadonlyArray2<'py, X>,
+    framing: &args::Framing<'py>,
+    n_threads: Option<usize>,
+    sink: impl FnOnce(&StftParams) -> PyResult<S>,
+) -> PyResult<(usize, Bound<'py, PyArray1<S::Out>>)>
+where
+    S: Sink,
+    S::Out: numpy::Element,
+    X: Sample + numpy::Element,
+{
+    let py = rows.py();
+    let (p, w) = f64_framing(framing)?;
+    let sink = sink(&p)?;
     let view = rows.as_array();
     let width = view.ncols().max(1);
     // The caller's C-contiguous rows are read in place (copied only if not).
-    let owned: Vec<f64>;
-    let flat: &[f64] = match rows.as_slice() {
+    let owned: Vec<X>;
+    let flat: &[X] = match rows.as_slice() {
         Ok(s) => s,
         Err(_) => {
             owned = view.iter().copied().collect();
             &owned
         }
     };
-    let slices: Vec<&[f64]> = if view.ncols() == 0 {
+    let slices: Vec<&[X]> = if view.ncols() == 0 {
         vec![&[][..]; view.nrows()]
     } else {
         flat.chunks(width).collect()
     };
     let work = view.len();
-    let total = agl_core::stft::stft_f64_len(&slices, &p).map_err(to_py)?;
-    // Written once, every bin, into numpy's memory (no zero fill first).
-    // SAFETY: the array is new and contiguous; `stft_f64_into` writes every
-    // element before it is returned (on an error it is dropped unread).
-    let out = unsafe { PyArray1::<Complex64>::new(py, [total], false) };
+    let total = stft_f64_sink_len(&slices, &p, sink.width(p.n_freqs())).map_err(to_py)?;
+    // Written once, every value, into numpy's memory (no zero fill first).
+    // SAFETY: the array is new and contiguous; `stft_f64_sink_into` writes
+    // every element before it is returned (on an error it is dropped unread).
+    let out = unsafe { PyArray1::<S::Out>::new(py, [total], false) };
     let dst = unsafe { out.as_slice_mut() }
         .map_err(|_| internal_err("internal error: a new array is not contiguous"))?;
     let frames = gateway::run(py, work, |c| {
-        stft_f64_into(&slices, &p, &w, n_threads, c, dst)
+        stft_f64_sink_into(&slices, &p, &w, n_threads, c, &sink, dst)
     })?;
     Ok((frames, out))
+}
+
+/// Double-precision STFT of `rows` `[items, n]` (the float64 path; float32
+/// rows are widened sample by sample, as librosa's float32 frames are):
+/// `(frames, data)` with `data` `[items * (1 + n_fft/2) * frames]` in
+/// librosa's `[items, freqs, frames]` order, complex128, or complex64 (the
+/// double-precision result rounded once) with `single`. `window` is a name
+/// or a 1-D float64 array of `win_length` coefficients.
+#[pyfunction]
+#[pyo3(signature = (rows, framing, n_threads=None, single=false))]
+pub fn stft_f64<'py>(
+    rows: &Bound<'py, PyAny>,
+    framing: args::Framing<'py>,
+    n_threads: Option<&Bound<'py, PyAny>>,
+    single: bool,
+) -> PyResult<(usize, Bound<'py, PyAny>)> {
+    let n_threads = args::threads(n_threads)?;
+    if single {
+        let (t, a) = run_f64(rows, &framing, n_threads, |_| Ok(Complex64Out))?;
+        return Ok((t, a.into_any()));
+    }
+    let (t, a) = run_f64(rows, &framing, n_threads, |_| Ok(Complex128Out))?;
+    Ok((t, a.into_any()))
+}
+
+/// Double-precision `|STFT|^power` of `rows` `[items, n]` (float64, or
+/// float32 widened sample by sample), projected on librosa's mel filterbank when `mel` is given:
+/// `(frames, data)` with `data` `[items * width * frames]` float64 in
+/// `[items, width, frames]` order (`width`: `1 + n_fft/2`, or `n_mels`).
+#[pyfunction]
+#[pyo3(signature = (rows, framing, power=2.0, mel=None, n_threads=None))]
+pub fn spectrogram_f64<'py>(
+    rows: &Bound<'py, PyAny>,
+    framing: args::Framing<'py>,
+    power: f64,
+    mel: Option<args::MelArgs<'py>>,
+    n_threads: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(usize, Bound<'py, PyArray1<f64>>)> {
+    let n_threads = args::threads(n_threads)?;
+    check_power_f64(power).map_err(to_py)?;
+    let Some(mel) = mel else {
+        return run_f64(rows, &framing, n_threads, |_| Ok(PowerOut { power }));
+    };
+    let mut bank = None;
+    let bank = &mut bank;
+    run_f64(rows, &framing, n_threads, |p| {
+        let b: &MelBank = bank.insert(mel.bank(p.n_fft)?);
+        Ok(MelOut { power, bank: b })
+    })
 }

@@ -56,6 +56,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(features::to_db, m)?)?;
     m.add_function(wrap_pyfunction!(features::to_db_f64, m)?)?;
     m.add_function(wrap_pyfunction!(features::stft_f64, m)?)?;
+    m.add_function(wrap_pyfunction!(features::spectrogram_f64, m)?)?;
     m.add_function(wrap_pyfunction!(geo::haversine, m)?)?;
     m.add_function(wrap_pyfunction!(geo::geodesic, m)?)?;
     m.add_function(wrap_pyfunction!(geo::geoscore, m)?)?;

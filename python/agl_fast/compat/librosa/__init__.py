@@ -39,6 +39,8 @@ from ...dsp.params import N_FFT as _N_FFT
 from ...dsp.params import PAD_MODE as _PAD_MODE
 from ...dsp.params import WINDOW as _WINDOW
 from ...dsp.params import default_hop_length
+from ...dsp.stft import pad_outside as _pad_outside
+from ...dsp.stft import stft_double as _stft_double
 from ...exceptions import AudioDecodeError
 from ...exceptions import ParameterError as _ParameterError
 from . import feature, filters
@@ -177,18 +179,23 @@ def stft(
         )
     # librosa frames float32 audio against a float64 window, so its FFT runs
     # in double precision whatever the input; the float64 kernel does the
-    # same, and the result is narrowed to the input's complex type.
-    S = _f.stft(
-        y.astype(np.float64, copy=False),
-        n_fft=n_fft,
-        hop_length=hop_length,
-        win_length=win_length,
-        window=window,
-        center=center,
-        pad_mode=pad_mode,
-    )
+    # same (reading float32 samples as they are, widened exactly) and writes
+    # the input's complex type (complex64: rounded once).
     if dtype is None:
         dtype = np.complex64 if y.dtype.itemsize <= 4 else np.complex128
+    wide = y if y.dtype == np.float32 else y.astype(np.float64, copy=False)
+    wide, center, pad_mode = _pad_outside(wide, n_fft, center, pad_mode)
+    S = _stft_double(
+        wide,
+        n_fft,
+        hop_length,
+        win_length,
+        window,
+        center,
+        pad_mode,
+        None,
+        single=np.dtype(dtype) == np.complex64,
+    )
     S = S.astype(dtype, copy=False)
     if out is None:
         return S  # type: ignore[no-any-return]

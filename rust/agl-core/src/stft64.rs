@@ -1,0 +1,542 @@
+//! The double-precision STFT (the float64 path): librosa's framing,
+//! padding and window placement (those of [`crate::stft::StftPlan`]), every
+//! arithmetic step in f64, and one of four outputs per frame (a [`Sink`]):
+//! the complex spectrum in complex128, the same rounded once to complex64,
+//! `|X|^power` in f64, or that projected on a mel filterbank in f64. The
+//! reduced outputs are formed frame by frame from the spectrum while it is
+//! in cache, so no complex intermediate of the whole signal is written.
+//!
+//! Frames are transformed in blocks whose outputs are transposed into the
+//! item's `[values, frames]` rows (librosa's layout); a block holds about
+//! [`BLOCK_BYTES`] of output (64 frames of complex128 at n_fft 2048, about
+//! the L2 cache).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use num_complex::{Complex32, Complex64};
+
+use crate::error::{AglError, Result};
+use crate::mel::MelBank;
+use crate::parallel::Cancel;
+use crate::stft::{reflect_index, PadMode, StftParams};
+
+/// Output bytes of one block of frames (see the module notes; at most 64
+/// frames a block).
+const BLOCK_BYTES: usize = 1 << 20;
+
+/// Cached forward real FFT plans in double precision.
+fn rfft_plan_f64(n: usize) -> Arc<dyn realfft::RealToComplex<f64>> {
+    type Cache = (
+        realfft::RealFftPlanner<f64>,
+        HashMap<usize, Arc<dyn realfft::RealToComplex<f64>>>,
+    );
+    static PLANS: OnceLock<Mutex<Cache>> = OnceLock::new();
+    let m = PLANS.get_or_init(|| Mutex::new((realfft::RealFftPlanner::new(), HashMap::new())));
+    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = g.1.get(&n) {
+        return p.clone();
+    }
+    let p = g.0.plan_fft_forward(n);
+    g.1.insert(n, p.clone());
+    p
+}
+
+/// A sample the float64 STFT reads: f64, or f32 widened exactly (as
+/// numpy's product of float32 frames and a float64 window).
+pub trait Sample: Copy + Send + Sync {
+    fn wide(self) -> f64;
+}
+
+impl Sample for f64 {
+    #[inline(always)]
+    fn wide(self) -> f64 {
+        self
+    }
+}
+
+impl Sample for f32 {
+    #[inline(always)]
+    fn wide(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+/// What the float64 STFT writes for each frame: `width` values formed from
+/// the frame's one-sided spectrum.
+pub trait Sink: Sync {
+    type Out: Copy + Send + Sync + Default;
+    /// Values per frame, given the bins of the spectrum.
+    fn width(&self, n_freqs: usize) -> usize;
+    /// `out` as the spectrum itself, for a sink whose values are the
+    /// spectrum (the transform then writes there, no copy).
+    fn as_spectrum<'a>(&self, _out: &'a mut [Self::Out]) -> Option<&'a mut [Complex64]> {
+        None
+    }
+    /// Whether the sink takes spectra of `n_freqs` bins.
+    fn check(&self, _n_freqs: usize) -> Result<()> {
+        Ok(())
+    }
+    /// Write the frame's `width` values from its `spectrum` (`scratch`
+    /// holds `n_freqs` values for the sink's own use).
+    fn emit(&self, spectrum: &[Complex64], out: &mut [Self::Out], scratch: &mut [f64]);
+}
+
+/// The complex128 spectrum, as it is.
+pub struct Complex128Out;
+
+impl Sink for Complex128Out {
+    type Out = Complex64;
+    fn width(&self, n_freqs: usize) -> usize {
+        n_freqs
+    }
+    #[inline]
+    fn emit(&self, spectrum: &[Complex64], out: &mut [Complex64], _: &mut [f64]) {
+        out.copy_from_slice(spectrum);
+    }
+    fn as_spectrum<'a>(&self, out: &'a mut [Complex64]) -> Option<&'a mut [Complex64]> {
+        Some(out)
+    }
+}
+
+/// The double-precision spectrum rounded once to complex64 (each part to
+/// the nearest f32, as numpy's `astype(np.complex64)`).
+pub struct Complex64Out;
+
+impl Sink for Complex64Out {
+    type Out = Complex32;
+    fn width(&self, n_freqs: usize) -> usize {
+        n_freqs
+    }
+    #[inline]
+    fn emit(&self, spectrum: &[Complex64], out: &mut [Complex32], _: &mut [f64]) {
+        for (o, c) in out.iter_mut().zip(spectrum) {
+            *o = Complex32::new(c.re as f32, c.im as f32);
+        }
+    }
+}
+
+/// `|X|^power` with numpy's operations on a complex128 spectrum:
+/// `re * re + im * im`, then the exponent `power / 2` (a square root for
+/// `power = 1`, a square for 4, `powf` otherwise).
+#[inline(always)]
+fn magnitude(c: Complex64, power: f64) -> f64 {
+    let p = c.re * c.re + c.im * c.im;
+    if power == 2.0 {
+        p
+    } else if power == 1.0 {
+        p.sqrt()
+    } else if power == 4.0 {
+        p * p
+    } else {
+        p.powf(power / 2.0)
+    }
+}
+
+/// `|X|^power` per bin (see [`magnitude`]).
+pub struct PowerOut {
+    pub power: f64,
+}
+
+/// `power` in `(0, MAX_POWER]` (see [`crate::features::MAX_POWER`]).
+pub fn check_power_f64(power: f64) -> Result<()> {
+    let max = f64::from(crate::features::MAX_POWER);
+    if !(power > 0.0 && power <= max) {
+        return Err(AglError::param(
+            "power",
+            power,
+            format!("must be a positive exponent <= {max}"),
+        ));
+    }
+    Ok(())
+}
+
+impl Sink for PowerOut {
+    type Out = f64;
+    fn width(&self, n_freqs: usize) -> usize {
+        n_freqs
+    }
+    #[inline]
+    fn emit(&self, spectrum: &[Complex64], out: &mut [f64], _: &mut [f64]) {
+        for (o, &c) in out.iter_mut().zip(spectrum) {
+            *o = magnitude(c, self.power);
+        }
+    }
+}
+
+/// `|X|^power` projected on a mel filterbank (weights widened to f64, only
+/// the non-zero ones touched): `n_mels` values per frame.
+pub struct MelOut<'a> {
+    pub power: f64,
+    pub bank: &'a MelBank,
+}
+
+impl Sink for MelOut<'_> {
+    type Out = f64;
+    fn width(&self, _: usize) -> usize {
+        self.bank.n_mels
+    }
+    fn check(&self, n_freqs: usize) -> Result<()> {
+        if self.bank.n_freqs != n_freqs {
+            return Err(AglError::Shape(format!(
+                "the mel filterbank has {} frequency bins, the STFT {n_freqs}",
+                self.bank.n_freqs
+            )));
+        }
+        Ok(())
+    }
+    #[inline]
+    fn emit(&self, spectrum: &[Complex64], out: &mut [f64], scratch: &mut [f64]) {
+        for (p, &c) in scratch.iter_mut().zip(spectrum) {
+            *p = magnitude(c, self.power);
+        }
+        self.bank.apply_f64(&scratch[..spectrum.len()], out);
+    }
+}
+
+/// Double-precision STFT of `rows` signals of equal length. `window` holds
+/// `win_length` coefficients. Returns the frame count and the spectra as
+/// `[rows, 1 + n_fft/2, frames]`, row-major (librosa's layout).
+pub fn stft_f64_batch(
+    rows: &[&[f64]],
+    params: &StftParams,
+    window: &[f64],
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<(usize, Vec<Complex64>)> {
+    let total = stft_f64_len(rows, params)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(total)
+        .map_err(|_| AglError::Shape(format!("cannot allocate the STFT output ({total} bins)")))?;
+    out.resize(total, Complex64::new(0.0, 0.0));
+    let n_frames = stft_f64_into(rows, params, window, n_threads, cancel, &mut out)?;
+    Ok((n_frames, out))
+}
+
+/// Bins [`stft_f64_into`] writes for `rows` (all of one length):
+/// `rows * (1 + n_fft/2) * frames`.
+pub fn stft_f64_len(rows: &[&[f64]], params: &StftParams) -> Result<usize> {
+    stft_f64_sink_len(rows, params, params.n_freqs())
+}
+
+/// Values a sink of `width` values per frame receives for `rows`:
+/// `rows * width * frames`.
+pub fn stft_f64_sink_len<X>(rows: &[&[X]], params: &StftParams, width: usize) -> Result<usize> {
+    params.validate()?;
+    let len = rows.first().map_or(0, |r| r.len());
+    let n_frames = params.n_frames(len)?;
+    rows.len()
+        .checked_mul(width)
+        .and_then(|v| v.checked_mul(n_frames))
+        .ok_or_else(|| AglError::Shape("STFT output size overflows".to_string()))
+}
+
+/// [`stft_f64_batch`] into `out` ([`stft_f64_len`] bins, each written once:
+/// the buffer need not be initialised to any value); returns the frame
+/// count.
+pub fn stft_f64_into(
+    rows: &[&[f64]],
+    params: &StftParams,
+    window: &[f64],
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+    out: &mut [Complex64],
+) -> Result<usize> {
+    stft_f64_sink_into(rows, params, window, n_threads, cancel, &Complex128Out, out)
+}
+
+/// Checks shared by every float64 STFT: window length, equal row lengths,
+/// finite samples.
+fn check_input<X: Sample>(rows: &[&[X]], params: &StftParams, window: &[f64]) -> Result<usize> {
+    params.validate()?;
+    if window.len() != params.win_length {
+        return Err(AglError::Shape(format!(
+            "window array must have length win_length={}, got {}",
+            params.win_length,
+            window.len()
+        )));
+    }
+    let len = rows.first().map_or(0, |r| r.len());
+    if rows.iter().any(|r| r.len() != len) {
+        return Err(AglError::Shape(
+            "every signal of a float64 batch must have the same length".to_string(),
+        ));
+    }
+    for r in rows {
+        if let Some(index) = r.iter().position(|v| !v.wide().is_finite()) {
+            return Err(AglError::NonFinite {
+                what: "audio buffer".to_string(),
+                index,
+            });
+        }
+    }
+    Ok(len)
+}
+
+/// The float64 STFT of `rows` into `out` through `sink`:
+/// `[rows, width, frames]` row-major, every value written once (the buffer
+/// need not be initialised). Returns the frame count.
+pub fn stft_f64_sink_into<S: Sink, X: Sample>(
+    rows: &[&[X]],
+    params: &StftParams,
+    window: &[f64],
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+    sink: &S,
+    out: &mut [S::Out],
+) -> Result<usize> {
+    use rayon::prelude::*;
+
+    let len = check_input(rows, params, window)?;
+    let n_fft = params.n_fft;
+    let n_frames = params.n_frames(len)?;
+    let n_freqs = params.n_freqs();
+    sink.check(n_freqs)?;
+    let width = sink.width(n_freqs);
+    let total = stft_f64_sink_len(rows, params, width)?;
+    if out.len() != total {
+        return Err(AglError::Shape(format!(
+            "the STFT output holds {} values, {total} needed",
+            out.len()
+        )));
+    }
+    let lo = (n_fft - params.win_length) / 2;
+    let mut padded_window = vec![0.0f64; n_fft];
+    padded_window[lo..lo + params.win_length].copy_from_slice(window);
+    let framer = Framer {
+        params,
+        window: &padded_window,
+        len,
+    };
+    let plan = rfft_plan_f64(n_fft);
+    let block = (BLOCK_BYTES / (width.max(1) * std::mem::size_of::<S::Out>())).clamp(4, 64);
+    crate::parallel::install(n_threads, || {
+        out.par_chunks_mut(width * n_frames.max(1))
+            .zip(rows.par_iter())
+            .for_each(|(item, x)| {
+                let mut frame = plan.make_input_vec();
+                let mut spectrum = plan.make_output_vec();
+                let mut scratch = plan.make_scratch_vec();
+                let mut power = vec![0.0f64; n_freqs];
+                let mut cols = vec![S::Out::default(); block * width];
+                let mut t0 = 0;
+                while t0 < n_frames {
+                    if cancel.is_cancelled() {
+                        return;
+                    }
+                    let nb = block.min(n_frames - t0);
+                    for (b, col) in cols.chunks_exact_mut(width).take(nb).enumerate() {
+                        framer.frame(x, t0 + b, &mut frame);
+                        // Lengths match the plan by construction.
+                        match sink.as_spectrum(col) {
+                            Some(dst) => {
+                                let _ = plan.process_with_scratch(&mut frame, dst, &mut scratch);
+                            }
+                            None => {
+                                let _ = plan.process_with_scratch(
+                                    &mut frame,
+                                    &mut spectrum,
+                                    &mut scratch,
+                                );
+                                sink.emit(&spectrum, col, &mut power);
+                            }
+                        }
+                    }
+                    for k in 0..width {
+                        let row = &mut item[k * n_frames + t0..k * n_frames + t0 + nb];
+                        for (b, o) in row.iter_mut().enumerate() {
+                            *o = cols[b * width + k];
+                        }
+                    }
+                    t0 += nb;
+                }
+            });
+    })?;
+    cancel.check()?;
+    Ok(n_frames)
+}
+
+/// Windowed frames of one signal (padding applied).
+struct Framer<'a> {
+    params: &'a StftParams,
+    /// The window padded to `n_fft`.
+    window: &'a [f64],
+    len: usize,
+}
+
+impl Framer<'_> {
+    #[inline]
+    fn frame<X: Sample>(&self, x: &[X], t: usize, frame: &mut [f64]) {
+        let n_fft = self.params.n_fft;
+        let start = (t * self.params.hop_length) as isize - self.params.pad() as isize;
+        if start >= 0 && start as usize + n_fft <= self.len {
+            // An interior frame: no padding, a plain product.
+            let src = &x[start as usize..start as usize + n_fft];
+            for ((f, &w), &v) in frame.iter_mut().zip(self.window).zip(src) {
+                *f = w * v.wide();
+            }
+            return;
+        }
+        for (i, (f, &w)) in frame.iter_mut().zip(self.window).enumerate() {
+            let pos = start + i as isize;
+            let v = if pos >= 0 && (pos as usize) < self.len {
+                x[pos as usize].wide()
+            } else {
+                match self.params.pad_mode {
+                    PadMode::Constant => 0.0,
+                    PadMode::Reflect => x[reflect_index(pos, self.len)].wide(),
+                }
+            };
+            *f = w * v;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallel::never;
+
+    fn signal(n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| ((i * 7919) % 13) as f64 - 6.0 + (i as f64 * 0.37).sin())
+            .collect()
+    }
+
+    #[test]
+    fn f64_stft_matches_a_direct_dft() {
+        let x: Vec<f64> = (0..100).map(|i| ((i * 7919) % 13) as f64 - 6.0).collect();
+        let mut p = StftParams::new(16);
+        p.hop_length = 5;
+        p.pad_mode = PadMode::Reflect;
+        let w = p.window.coefficients_f64(16).unwrap();
+        let (nf, s) = stft_f64_batch(&[&x], &p, &w, Some(1), never()).unwrap();
+        assert_eq!(nf, 1 + (100 + 16 - 16) / 5);
+        for t in [0usize, 3, nf - 1] {
+            for k in 0..9 {
+                let mut acc = Complex64::new(0.0, 0.0);
+                for (n, &wn) in w.iter().enumerate() {
+                    let pos = (t * 5 + n) as isize - 8;
+                    let v = x[reflect_index(pos, 100)] * wn;
+                    let a = -2.0 * std::f64::consts::PI * (k * n) as f64 / 16.0;
+                    acc += Complex64::new(a.cos(), a.sin()) * v;
+                }
+                let got = s[k * nf + t];
+                assert!((got - acc).norm() < 1e-12, "t={t} k={k}: {got} vs {acc}");
+            }
+        }
+    }
+
+    #[test]
+    fn oversized_n_fft_is_a_parameter_error() {
+        let p = StftParams::new(crate::stft::MAX_N_FFT + 2);
+        assert!(matches!(
+            p.validate(),
+            Err(AglError::InvalidParameter { name: "n_fft", .. })
+        ));
+    }
+
+    /// Every sink gives, value for value, its operation on the complex128
+    /// spectrum, whatever the block size and thread count.
+    #[test]
+    fn sinks_reduce_the_complex_spectrum() {
+        let (x, y) = (
+            signal(9000),
+            signal(9000).into_iter().rev().collect::<Vec<_>>(),
+        );
+        let rows = [&x[..], &y[..]];
+        let p = StftParams::new(256);
+        let w = p.window.coefficients_f64(256).unwrap();
+        let nb = p.n_freqs();
+        let (nf, full) = stft_f64_batch(&rows, &p, &w, Some(1), never()).unwrap();
+        let run = |sink: &dyn Fn(usize, &mut Vec<f64>) -> usize| {
+            let mut out = Vec::new();
+            let width = sink(2, &mut out);
+            assert_eq!(out.len(), 2 * width * nf);
+            (width, out)
+        };
+        let mut c64 = vec![Complex32::default(); full.len()];
+        stft_f64_sink_into(&rows, &p, &w, Some(2), never(), &Complex64Out, &mut c64).unwrap();
+        for (a, b) in c64.iter().zip(&full) {
+            assert_eq!((a.re, a.im), (b.re as f32, b.im as f32));
+        }
+        // float32 samples are widened exactly: the bits of their f64 copy.
+        let narrow: Vec<Vec<f32>> = rows
+            .iter()
+            .map(|r| r.iter().map(|&v| v as f32).collect())
+            .collect();
+        let wide: Vec<Vec<f64>> = narrow
+            .iter()
+            .map(|r| r.iter().map(|&v| f64::from(v)).collect())
+            .collect();
+        let (nr, wr) = (
+            [&narrow[0][..], &narrow[1][..]],
+            [&wide[0][..], &wide[1][..]],
+        );
+        let mut a = vec![Complex64::default(); full.len()];
+        let mut b = a.clone();
+        stft_f64_sink_into(&nr, &p, &w, Some(1), never(), &Complex128Out, &mut a).unwrap();
+        stft_f64_sink_into(&wr, &p, &w, Some(1), never(), &Complex128Out, &mut b).unwrap();
+        assert_eq!(a, b);
+        for power in [1.0, 2.0, 1.5, 4.0] {
+            let (_, got) = run(&|threads, out| {
+                out.resize(full.len(), 0.0);
+                let s = PowerOut { power };
+                stft_f64_sink_into(&rows, &p, &w, Some(threads), never(), &s, out).unwrap();
+                nb
+            });
+            for (g, c) in got.iter().zip(&full) {
+                let want = (c.re * c.re + c.im * c.im).powf(power / 2.0);
+                assert!(
+                    (g - want).abs() <= 1e-14 * want.max(1e-300),
+                    "{g} vs {want}"
+                );
+            }
+        }
+        let bank = crate::mel::librosa_mel(
+            22050.0,
+            256,
+            40,
+            0.0,
+            None,
+            false,
+            crate::mel::MelNorm::Slaney,
+        )
+        .unwrap();
+        let mut mel = vec![0.0; 2 * 40 * nf];
+        let s = MelOut {
+            power: 2.0,
+            bank: &bank,
+        };
+        stft_f64_sink_into(&rows, &p, &w, Some(1), never(), &s, &mut mel).unwrap();
+        for r in 0..2 {
+            for t in 0..nf {
+                for m in 0..40 {
+                    let want: f64 = (0..nb)
+                        .map(|k| {
+                            let c = full[r * nb * nf + k * nf + t];
+                            bank.dense[m * nb + k] as f64 * (c.re * c.re + c.im * c.im)
+                        })
+                        .sum();
+                    let got = mel[r * 40 * nf + m * nf + t];
+                    assert!((got - want).abs() <= 1e-13 * want.abs().max(1e-300));
+                }
+            }
+        }
+        let wrong = crate::mel::librosa_mel(
+            22050.0,
+            512,
+            40,
+            0.0,
+            None,
+            false,
+            crate::mel::MelNorm::Slaney,
+        )
+        .unwrap();
+        let s = MelOut {
+            power: 2.0,
+            bank: &wrong,
+        };
+        assert!(stft_f64_sink_into(&rows, &p, &w, Some(1), never(), &s, &mut mel).is_err());
+    }
+}
