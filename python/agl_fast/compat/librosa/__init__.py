@@ -46,6 +46,7 @@ from ._coverage import Coverage, coverage, reset_counters
 from ._errors import librosa_api
 from ._fallback import handed_over, make_submodule, module_getattr
 from ._install import install, installed, uninstall
+from ._resample import resample_poly as _resample_poly
 
 __all__ = [
     "Coverage",
@@ -344,8 +345,9 @@ def resample(
 ) -> np.ndarray:
     """``librosa.resample``. ``soxr_hq`` and ``soxr_vhq`` with integer rates
     run agl-fast's resampler (agreeing with soxr to -80 dB below the signal
-    for content under 0.85 of the output Nyquist frequency); every other
-    ``res_type`` is librosa's own (librosa must be installed)."""
+    for content under 0.85 of the output Nyquist frequency); ``polyphase``
+    runs scipy's ``resample_poly`` filter natively (see :mod:`._resample`);
+    every other ``res_type`` is librosa's own (librosa must be installed)."""
     from ... import audio
 
     y = _audio(y)
@@ -364,12 +366,18 @@ def resample(
     if orig_sr == target_sr:
         return y
     integral = float(orig_sr).is_integer() and float(target_sr).is_integer()
-    if res_type not in RESAMPLE_PRESETS or not integral or kwargs:
+    poly = res_type == "polyphase"
+    if (res_type not in RESAMPLE_PRESETS and not poly) or not integral or kwargs:
         reason = (
             f"res_type={res_type!r} has no equivalent agl-fast filter"
-            if res_type not in RESAMPLE_PRESETS
+            if res_type not in RESAMPLE_PRESETS and not poly
             else "non-integer rates or fix_length keywords are not accelerated"
         )
+    elif poly and y.dtype not in (np.float32, np.float64):
+        reason = f"polyphase on {y.dtype} data is not accelerated"
+    else:
+        reason = ""
+    if reason:
         return handed_over("resample", reason)(  # type: ignore[no-any-return]
             y,
             orig_sr=orig_sr,
@@ -382,10 +390,17 @@ def resample(
         )
     x = np.moveaxis(y, axis, -1)
     lead = x.shape[:-1]
-    flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]), dtype=np.float32)
-    out = audio.resample(
-        flat, orig_sr=int(orig_sr), target_sr=int(target_sr), res_type=RESAMPLE_PRESETS[res_type]
-    )
+    if poly:
+        rows = np.ascontiguousarray(x.reshape(int(np.prod(lead)), x.shape[-1]))
+        out = _resample_poly(rows, int(orig_sr), int(target_sr))
+    else:
+        flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]), dtype=np.float32)
+        out = audio.resample(
+            flat,
+            orig_sr=int(orig_sr),
+            target_sr=int(target_sr),
+            res_type=RESAMPLE_PRESETS[res_type],
+        )
     ratio = float(target_sr) / float(orig_sr)
     n_samples = int(np.ceil(x.shape[-1] * ratio))
     if fix and out.shape[-1] != n_samples:
