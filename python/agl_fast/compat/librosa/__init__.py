@@ -375,6 +375,9 @@ def resample(
         )
     elif poly and y.dtype not in (np.float32, np.float64):
         reason = f"polyphase on {y.dtype} data is not accelerated"
+    elif poly and max(orig_sr, target_sr) > audio.MAX_SAMPLE_RATE:
+        # the filter has 20 taps per unit of the larger reduced rate
+        reason = f"polyphase above {audio.MAX_SAMPLE_RATE} Hz is not accelerated"
     else:
         reason = ""
     if reason:
