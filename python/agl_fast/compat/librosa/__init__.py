@@ -331,6 +331,25 @@ def load(
     return y.astype(dtype, copy=False), out_sr
 
 
+def _resample_hand_over(
+    y: np.ndarray, orig_sr: float, target_sr: float, res_type: str, keywords: bool
+) -> str:
+    """Why :func:`resample` hands this call to librosa ("" when it does not)."""
+    from ... import audio
+
+    poly = res_type == "polyphase"
+    if res_type not in RESAMPLE_PRESETS and not poly:
+        return f"res_type={res_type!r} has no equivalent agl-fast filter"
+    if not (float(orig_sr).is_integer() and float(target_sr).is_integer()) or keywords:
+        return "non-integer rates or fix_length keywords are not accelerated"
+    if poly and y.dtype not in (np.float32, np.float64):
+        return f"polyphase on {y.dtype} data is not accelerated"
+    if poly and max(orig_sr, target_sr) > audio.MAX_SAMPLE_RATE:
+        # the filter has 20 taps per unit of the larger reduced rate
+        return f"polyphase above {audio.MAX_SAMPLE_RATE} Hz is not accelerated"
+    return ""
+
+
 @librosa_api
 def resample(
     y: np.ndarray,
@@ -365,21 +384,8 @@ def resample(
             raise _ParameterError(f"{name}={rate!r} must be a positive, finite sample rate")
     if orig_sr == target_sr:
         return y
-    integral = float(orig_sr).is_integer() and float(target_sr).is_integer()
     poly = res_type == "polyphase"
-    if (res_type not in RESAMPLE_PRESETS and not poly) or not integral or kwargs:
-        reason = (
-            f"res_type={res_type!r} has no equivalent agl-fast filter"
-            if res_type not in RESAMPLE_PRESETS and not poly
-            else "non-integer rates or fix_length keywords are not accelerated"
-        )
-    elif poly and y.dtype not in (np.float32, np.float64):
-        reason = f"polyphase on {y.dtype} data is not accelerated"
-    elif poly and max(orig_sr, target_sr) > audio.MAX_SAMPLE_RATE:
-        # the filter has 20 taps per unit of the larger reduced rate
-        reason = f"polyphase above {audio.MAX_SAMPLE_RATE} Hz is not accelerated"
-    else:
-        reason = ""
+    reason = _resample_hand_over(y, orig_sr, target_sr, res_type, bool(kwargs))
     if reason:
         return handed_over("resample", reason)(  # type: ignore[no-any-return]
             y,
