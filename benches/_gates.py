@@ -68,6 +68,13 @@ GATES: dict[str, Gate] = {
     # ALM query harness (concurrency 8) against a sequential loop, wall clock
     # against a loopback server of 0.2 s latency: measured 3.89.
     "alm_query": Gate(1.5, "min", "x sequential loop", "quick 3.89x"),
+    # compat.librosa against librosa: the lowest speed-up over the rows of
+    # benches/bench_compat.py of each dtype (30 s clip in quick mode, every
+    # row must pass). Quick mode measured 0.90-1.06x (float32: the soxr_hq
+    # resample or the float32 stft) and 0.87-1.00x (float64: the soxr_hq
+    # resample); every other row above 1.0x.
+    "compat_float32": Gate(0.65, "min", "x librosa", "quick lowest 0.90-1.06x"),
+    "compat_float64": Gate(0.6, "min", "x librosa", "quick lowest 0.87-1.00x"),
     # Clip quality metrics against numpy + scipy + librosa + scikit-maad:
     # measured 15.4-16.5x.
     "quality_clip_metrics": Gate(10.0, "min", "x reference", "quick 15.4-16.5x"),

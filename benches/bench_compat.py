@@ -1,12 +1,14 @@
 """Every accelerated function of ``agl_fast.compat.librosa`` against librosa
 itself, same data, same run, one thread, outputs checked first.
 
-    python benches/bench_compat.py [--seconds 60] [--repeat 5] [--only stft,power_to_db]
+    python benches/bench_compat.py [--seconds 60] [--repeat 5] [--only stft,power_to_db] [--script]
 
 A 60 s clip at 22,050 Hz (noise, float32 and float64), librosa's default
 arguments. Prints a Markdown table: librosa and agl-fast milliseconds, the
 speed-up (librosa time / agl-fast time) and the largest difference relative
-to the output's scale.
+to the output's scale. ``--script`` adds ``tests/librosa_script.py`` end
+to end, plain librosa against ``python -m agl_fast.compat.librosa``
+(``benches/bench_librosa_script.py``, same clip length).
 The names come from ``coverage()``: a newly accelerated function without a
 row here fails the run.
 """
@@ -54,6 +56,10 @@ def cases(y: np.ndarray, path: str) -> dict[str, tuple[Callable[[Any], Any], Non
     return {
         "load": (lambda m: m.load(path, sr=None)[0], None),
         "resample": (lambda m: m.resample(y, orig_sr=SR, target_sr=16000), None),
+        "resample polyphase": (
+            lambda m: m.resample(y, orig_sr=SR, target_sr=16000, res_type="polyphase"),
+            None,
+        ),
         "get_duration": (lambda m: m.get_duration(path=path), None),
         "stft": (lambda m: m.stft(y), None),
         "power_to_db": (lambda m: m.power_to_db(S), None),
@@ -89,12 +95,25 @@ def _diff(a: Any, b: Any) -> float:
     return float(np.max(np.abs(a.astype(np.complex128) - b))) / scale
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--only", default=None, help="comma-separated names: time only these rows")
-    args = ap.parse_args(argv)
+#: Rows without audio input: timed once, not per dtype.
+NO_AUDIO = ("load", "get_duration", "filters.mel")
+
+
+class MissingRow(Exception):
+    """An accelerated function without a row in :func:`cases`."""
+
+
+def measure(
+    seconds: float,
+    repeat: int,
+    only: set[str] | None = None,
+    dtypes: tuple[type, ...] = (np.float32, np.float64),
+) -> list[tuple[str, str, float, float, float]]:
+    """``(label, dtype, librosa s, agl-fast s, max diff / scale)`` of every
+    row (``only``: these names; ``dtypes``: these audio dtypes, the rows
+    without audio input going with the first), best of ``repeat`` interleaved rounds, one
+    thread, outputs compared first. Raises :class:`MissingRow` when
+    ``coverage()`` names a function :func:`cases` has no row for."""
     import librosa
 
     import agl_fast
@@ -103,39 +122,56 @@ def main(argv: list[str] | None = None) -> int:
     agl_fast.set_num_threads(1)
     steady_heap()
     rng = np.random.default_rng(0)
-    base = 0.1 * rng.standard_normal(int(args.seconds * SR))
+    base = 0.1 * rng.standard_normal(int(seconds * SR))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "clip.wav")
         _wav(Path(path), base)
-        for dtype in (np.float32, np.float64):
+        for dtype in dtypes:
             table = cases(base.astype(dtype), path)
             missing = set(compat.coverage().accelerated) - set(table)
             if missing:
-                print(f"no benchmark row for {sorted(missing)}", file=sys.stderr)
-                return 2
-            only = None if args.only is None else set(args.only.split(","))
+                raise MissingRow(f"no benchmark row for {sorted(missing)}")
             for name, (call, _) in table.items():
                 if only is not None and name not in only:
                     continue
-                if dtype is np.float64 and name in ("load", "get_duration", "filters.mel"):
+                if dtype is not dtypes[0] and name in NO_AUDIO:
                     continue  # no audio input: one row
                 diff = _diff(call(librosa), call(compat))
                 best = best_times_interleaved(
                     {"librosa": lambda c=call: c(librosa), "agl": lambda c=call: c(compat)},
-                    repeat=args.repeat,
+                    repeat=repeat,
                 )
-                t_lib, t_agl = best["librosa"], best["agl"]
-                ratio = t_lib / t_agl
-                label = name if name in ("load", "get_duration", "filters.mel") else (
-                    f"{name} ({np.dtype(dtype).name})"
-                )  # fmt: skip
-                rows.append((label, t_lib * 1e3, t_agl * 1e3, ratio, diff))
+                kind = np.dtype(dtype).name
+                label = name if name in NO_AUDIO else f"{name} ({kind})"
+                rows.append((label, kind, best["librosa"], best["agl"], diff))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--only", default=None, help="comma-separated names: time only these rows")
+    ap.add_argument("--script", action="store_true", help="also time tests/librosa_script.py")
+    args = ap.parse_args(argv)
+    only = None if args.only is None else set(args.only.split(","))
+    try:
+        rows = measure(args.seconds, args.repeat, only)
+    except MissingRow as exc:
+        print(exc, file=sys.stderr)
+        return 2
     print(f"| function ({args.seconds:g} s at {SR} Hz, 1 thread) | librosa ms | agl-fast ms "
           "| speed-up | max diff / scale |")  # fmt: skip
     print("|---|---:|---:|---:|---:|")
-    for label, a, b, r, d in rows:
-        print(f"| `{label}` | {a:.2f} | {b:.2f} | {r:.2f}x | {d:.1e} |")
+    for label, _, a, b, d in rows:
+        print(f"| `{label}` | {a * 1e3:.2f} | {b * 1e3:.2f} | {a / b:.2f}x | {d:.1e} |")
+    if args.script:
+        import bench_librosa_script
+
+        best = bench_librosa_script.measure(args.seconds, args.repeat)
+        print()
+        print(bench_librosa_script.table(best, args.seconds))
     return 0
 
 

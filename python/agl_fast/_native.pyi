@@ -49,9 +49,12 @@ __all__ = [
     "max_threads",
     "mel_filterbank",
     "melspectrogram",
+    "pcen",
     "probe",
     "quality_metrics",
     "resample_array",
+    "resample_poly_f32",
+    "resample_poly_f64",
     "rms",
     "room_parameters",
     "spectral_flatness",
@@ -276,3 +279,24 @@ def fftconvolve(
     npt.NDArray[np.uint64],
     npt.NDArray[np.uint64],
 ]: ...
+
+# --- compat.librosa -------------------------------------------------------
+def pcen(
+    s: npt.NDArray[np.float64], zi: npt.NDArray[np.float64], options: Mapping[str, Any]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def resample_poly_f32(
+    x: npt.NDArray[np.float32],
+    h: npt.NDArray[np.float32],
+    up: int,
+    down: int,
+    offset: int,
+    n_out: int,
+) -> npt.NDArray[np.float32]: ...
+def resample_poly_f64(
+    x: npt.NDArray[np.float64],
+    h: npt.NDArray[np.float64],
+    up: int,
+    down: int,
+    offset: int,
+    n_out: int,
+) -> npt.NDArray[np.float64]: ...

@@ -2,7 +2,8 @@
 //! the minimp3-derived decoder of [`nanomp3`], and FLAC, WAV (PCM
 //! 8/16/24/32-bit and float), Ogg Vorbis and AAC in MP4/M4A (and MP3 that
 //! path does not take) through symphonia, to float32, with channel
-//! selection or downmix and streaming resampling.
+//! selection or downmix and streaming resampling. Plain PCM WAV (16/24/32-bit
+//! integer, 32-bit float) is read directly in blocks (module `wav`).
 //!
 //! Files are decoded frame by frame; each frame goes through the channel
 //! mapping and the [`Resampler`] at once, so only the output is held in
@@ -37,6 +38,7 @@ mod mkv;
 mod mp3;
 pub mod opus;
 pub mod probe;
+mod wav;
 
 /// Where a file's encoded bytes come from.
 #[derive(Debug, Clone)]
@@ -497,6 +499,8 @@ fn decode_inner(src: &Source, path: &Path, p: &DecodeParams, cancel: &Cancel) ->
             if !patches.is_empty() {
                 patches.iter_mut().for_each(|p| p.at += at as u64);
                 media = media.patched(&patches).map_err(|e| dec_err(path, e))?;
+            } else if let Some(d) = wav::decode(path, &media, &head[at..], at as u64, p, cancel)? {
+                return finish(path, d);
             }
         }
         Some(guard::Found::Flac(at)) => {

@@ -17,6 +17,8 @@ pub mod geo;
 pub mod lanefft;
 pub mod mel;
 pub mod parallel;
+pub mod pcen;
+pub mod polyphase;
 pub mod quality;
 pub mod resample;
 pub mod rfft;

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 
 mod args;
 mod audio;
+mod compat;
 mod errors;
 mod features;
 mod gateway;
@@ -74,5 +75,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(room::room_parameters, m)?)?;
     m.add_function(wrap_pyfunction!(room::edc_distance, m)?)?;
     m.add_function(wrap_pyfunction!(room::fftconvolve, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::pcen, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::resample_poly_f32, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::resample_poly_f64, m)?)?;
     Ok(())
 }

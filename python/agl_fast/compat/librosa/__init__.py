@@ -48,6 +48,7 @@ from ._coverage import Coverage, coverage, reset_counters
 from ._errors import librosa_api
 from ._fallback import handed_over, make_submodule, module_getattr
 from ._install import install, installed, uninstall
+from ._resample import resample_poly as _resample_poly
 
 __all__ = [
     "Coverage",
@@ -337,6 +338,25 @@ def load(
     return y.astype(dtype, copy=False), out_sr
 
 
+def _resample_hand_over(
+    y: np.ndarray, orig_sr: float, target_sr: float, res_type: str, keywords: bool
+) -> str:
+    """Why :func:`resample` hands this call to librosa ("" when it does not)."""
+    from ... import audio
+
+    poly = res_type == "polyphase"
+    if res_type not in RESAMPLE_PRESETS and not poly:
+        return f"res_type={res_type!r} has no equivalent agl-fast filter"
+    if not (float(orig_sr).is_integer() and float(target_sr).is_integer()) or keywords:
+        return "non-integer rates or fix_length keywords are not accelerated"
+    if poly and y.dtype not in (np.float32, np.float64):
+        return f"polyphase on {y.dtype} data is not accelerated"
+    if poly and max(orig_sr, target_sr) > audio.MAX_SAMPLE_RATE:
+        # the filter has 20 taps per unit of the larger reduced rate
+        return f"polyphase above {audio.MAX_SAMPLE_RATE} Hz is not accelerated"
+    return ""
+
+
 @librosa_api
 def resample(
     y: np.ndarray,
@@ -351,8 +371,9 @@ def resample(
 ) -> np.ndarray:
     """``librosa.resample``. ``soxr_hq`` and ``soxr_vhq`` with integer rates
     run agl-fast's resampler (agreeing with soxr to -80 dB below the signal
-    for content under 0.85 of the output Nyquist frequency); every other
-    ``res_type`` is librosa's own (librosa must be installed)."""
+    for content under 0.85 of the output Nyquist frequency); ``polyphase``
+    runs scipy's ``resample_poly`` filter natively (see :mod:`._resample`);
+    every other ``res_type`` is librosa's own (librosa must be installed)."""
     from ... import audio
 
     y = _audio(y)
@@ -370,13 +391,9 @@ def resample(
             raise _ParameterError(f"{name}={rate!r} must be a positive, finite sample rate")
     if orig_sr == target_sr:
         return y
-    integral = float(orig_sr).is_integer() and float(target_sr).is_integer()
-    if res_type not in RESAMPLE_PRESETS or not integral or kwargs:
-        reason = (
-            f"res_type={res_type!r} has no equivalent agl-fast filter"
-            if res_type not in RESAMPLE_PRESETS
-            else "non-integer rates or fix_length keywords are not accelerated"
-        )
+    poly = res_type == "polyphase"
+    reason = _resample_hand_over(y, orig_sr, target_sr, res_type, bool(kwargs))
+    if reason:
         return handed_over("resample", reason)(  # type: ignore[no-any-return]
             y,
             orig_sr=orig_sr,
@@ -389,10 +406,17 @@ def resample(
         )
     x = np.moveaxis(y, axis, -1)
     lead = x.shape[:-1]
-    flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]), dtype=np.float32)
-    out = audio.resample(
-        flat, orig_sr=int(orig_sr), target_sr=int(target_sr), res_type=RESAMPLE_PRESETS[res_type]
-    )
+    if poly:
+        rows = np.ascontiguousarray(x.reshape(int(np.prod(lead)), x.shape[-1]))
+        out = _resample_poly(rows, int(orig_sr), int(target_sr))
+    else:
+        flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]), dtype=np.float32)
+        out = audio.resample(
+            flat,
+            orig_sr=int(orig_sr),
+            target_sr=int(target_sr),
+            res_type=RESAMPLE_PRESETS[res_type],
+        )
     ratio = float(target_sr) / float(orig_sr)
     n_samples = int(np.ceil(x.shape[-1] * ratio))
     if fix and out.shape[-1] != n_samples:

@@ -26,8 +26,9 @@ ACCELERATED: dict[str, tuple[str, ...]] = {
         "a file the native decoder cannot read (a container it does not know)",
     ),
     "resample": (
-        "res_type other than soxr_hq / soxr_vhq",
+        "res_type other than soxr_hq / soxr_vhq / polyphase",
         "non-integer rates or fix_length keywords",
+        "polyphase on data that is not float32 or float64, or rates above MAX_SAMPLE_RATE",
     ),
     "get_duration": ("a file the native decoder cannot read",),
     "stft": (),

@@ -161,21 +161,27 @@ def spectral_bandwidth(
     S, n_fft = magnitude(y, S, n_fft, hop_length, win_length, window, center, pad_mode)
     _check(S, "bandwidth")
     f = _bins(freq, sr, n_fft, S)
+    normalized = None
     if centroid is None:
-        centroid = spectral_centroid(sr=sr, S=S, n_fft=n_fft, hop_length=hop_length, freq=freq)
+        # librosa's spectral_centroid of S, its normalized S kept for below
+        normalized = _normalize_l1(S)
+        centroid = np.sum(_frequencies(freq, sr, n_fft, S) * normalized, axis=-2, keepdims=True)
     centroid = _args.array("centroid", centroid)
     if centroid.ndim != S.ndim or centroid.shape[-2] != 1 or centroid.shape[-1] != S.shape[-1]:
         raise ParameterError(
             f"centroid must have shape [..., 1, {S.shape[-1]}] (one per frame), "
             f"got {centroid.shape}"
         )
-    if f.ndim == 1:
-        deviation = np.abs(np.subtract.outer(centroid[..., 0, :], f).swapaxes(-2, -1))
+    # |centroid - f| laid out as S ([..., freq, t], C order), in place after
+    deviation = np.abs(f.reshape(-1, 1) - centroid if f.ndim == 1 else f - centroid)
+    if p == 2:
+        np.square(deviation, out=deviation)
     else:
-        deviation = np.abs(f - centroid)
+        deviation **= p
     if norm:
-        S = _normalize_l1(S)
-    return np.sum(S * deviation**p, axis=-2, keepdims=True) ** (1.0 / p)  # type: ignore[no-any-return]
+        S = _normalize_l1(S) if normalized is None else normalized
+    weighted = np.multiply(S, deviation, out=deviation if deviation.shape == S.shape else None)
+    return np.sum(weighted, axis=-2, keepdims=True) ** (1.0 / p)  # type: ignore[no-any-return]
 
 
 @librosa_api

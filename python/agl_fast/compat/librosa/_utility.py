@@ -9,8 +9,9 @@ and ``librosa.pcen`` with fewer passes over the data than librosa's.
 * ``delta``: librosa's Savitzky-Golay filter with the filter taps and the
   edge fits (a fixed linear map of the first and last ``width`` samples)
   computed once per ``(width, order)``.
-* ``pcen``: librosa's smoother (``scipy.signal.lfilter``), then the gain and
-  compression in closed forms with fewer transcendental calls.
+* ``pcen``: librosa's smoother (``scipy.signal.lfilter``'s recursion, the
+  same operations) fused with the gain and compression in one native pass
+  per row, in closed forms with fewer transcendental calls.
 """
 
 from __future__ import annotations
@@ -202,6 +203,51 @@ def _pcen_checks(
         )
 
 
+def _gain(smoothed: np.ndarray, gain: float, eps: float) -> np.ndarray:
+    """``exp(-gain * (log(eps) + log1p(M / eps)))`` as ``(eps + M) ** -gain``,
+    in place where ``smoothed`` is float64."""
+    smooth = np.add(smoothed, eps, out=smoothed if smoothed.dtype == np.float64 else None)
+    np.log(smooth, out=smooth)
+    smooth *= -gain
+    return np.exp(smooth, out=smooth)
+
+
+def _pcen_native(
+    S: np.ndarray, b: float, gain: float, eps: float, bias: float, power: float, axis: int, zi: Any
+) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """The smoother and gain of ``pcen`` with ``ref=S`` in one native pass
+    (scipy's ``lfilter`` recursion, same operations): ``(out, zf, done)``,
+    ``out`` the finished PCEN when ``done`` (``power=0.5``, ``bias > 0``),
+    else the gain ``(eps + M) ** -gain``. ``None`` where scipy must report
+    the error (a ``zi`` or ``axis`` that does not fit ``S``)."""
+    from ... import _native
+
+    S = np.asarray(S)
+    zi = np.asarray(zi)
+    if (
+        S.ndim == 0
+        or not isinstance(axis, (int, np.integer))
+        or isinstance(axis, bool)
+        or zi.ndim != S.ndim
+        or not -S.ndim <= axis < S.ndim
+        or S.dtype.kind not in "fiu"
+    ):
+        return None
+    x = np.moveaxis(S, axis, -1)
+    lead = x.shape[:-1]
+    try:
+        z = np.broadcast_to(np.moveaxis(zi, axis, -1), (*lead, 1))
+    except ValueError:
+        return None
+    rows = np.ascontiguousarray(x.reshape(math.prod(lead), x.shape[-1]), dtype=np.float64)
+    done = power == 0.5 and bias > 0
+    options = {"b": float(b), "gain": float(gain), "eps": float(eps), "bias": float(bias),
+               "sqrt": done}  # fmt: skip
+    out, zf = _native.pcen(rows, np.ascontiguousarray(z, dtype=np.float64).reshape(-1), options)
+    out = np.moveaxis(out.reshape(x.shape), -1, axis)
+    return out, np.moveaxis(zf.reshape(*lead, 1), -1, axis), done
+
+
 @librosa_api
 def pcen(
     S: np.ndarray,
@@ -247,17 +293,18 @@ def pcen(
             stacklevel=3,
         )
         S = np.abs(S)
-    if ref is None:
-        ref = S
     if zi is None:
-        zi = np.empty((1,) * ref.ndim)
+        zi = np.empty((1,) * np.ndim(S if ref is None else ref))
         zi[:] = scipy.signal.lfilter_zi([b], [1, b - 1])[:]
-    smoothed, zf = scipy.signal.lfilter([b], [1, b - 1], ref, zi=zi, axis=axis)
-    # exp(-gain * (log(eps) + log1p(M / eps))) == (eps + M) ** -gain, in place
-    smooth = np.add(smoothed, eps, out=smoothed if smoothed.dtype == np.float64 else None)
-    np.log(smooth, out=smooth)
-    smooth *= -gain
-    np.exp(smooth, out=smooth)
+    fast = None if ref is not None else _pcen_native(S, b, gain, eps, bias, power, axis, zi)
+    if fast is not None and fast[2]:
+        return (fast[0], fast[1]) if return_zf else fast[0]
+    if fast is not None:
+        smooth, zf = fast[0], fast[1]
+    else:
+        ref = S if ref is None else ref
+        smoothed, zf = scipy.signal.lfilter([b], [1, b - 1], ref, zi=zi, axis=axis)
+        smooth = _gain(smoothed, gain, eps)
     if power == 0:
         out = np.log1p(S * smooth)
     elif bias == 0:
