@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -98,6 +99,7 @@ def main() -> int:
     isolate = not args.no_isolate
     n, half = args.files, args.files // 2
     best: dict[tuple[str, int, int], float] = {}
+    load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as d:
         inputs = corpus(Path(d), n)
         # Warm up both engines (imports, fork server, Ray's worker pool).
@@ -110,6 +112,7 @@ def main() -> int:
                         t = run(engine, _sub(inputs, size), w, args.batch_size, isolate)
                         key = (engine, w, size)
                         best[key] = min(best.get(key, float("inf")), t)
+                load.append(os.getloadavg()[0])
     ray.shutdown()
 
     def slope(engine: str, w: int) -> float:
@@ -118,7 +121,8 @@ def main() -> int:
     w1 = min(args.workers)
     base = 1 / slope("local", w1) / w1
     print(f"{n} clips of {CLIP_S:g} s (MP3 44.1 kHz stereo -> 32 kHz stereo), ", end="")
-    print(f"Ray actors {'with' if isolate else 'without'} a supervised child\n")
+    print(f"Ray actors {'with' if isolate else 'without'} a supervised child; ", end="")
+    print(f"load average (1 min) {min(load):.1f} to {max(load):.1f} over {os.cpu_count()} CPUs\n")
     print(
         "| workers | engine | wall s | files/s | x real time | steady files/s | fixed s "
         f"| Ray overhead worker-ms/file | steady files/s per worker / one machine's at {w1} |"
