@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from . import RAY_MISSING
@@ -27,6 +27,7 @@ from ..journal import LogContents, PartSink, ipc_bytes, read_ipc, read_log, read
 from ..run import (
     PRECHECK_CHUNK,
     CurateConfig,
+    consume_rows,
     input_table,
     interrupted,
     metadata_pass,
@@ -101,11 +102,12 @@ def _start_actors(cfg: CurateConfig, opts: RayOptions, n_batches: int) -> _Actor
     return _Actors(cpus, taggers)
 
 
-def _drive(batches: list[pa.Table], actors: _Actors, sink: PartSink, on_rows: Any) -> None:
+def _drive(batches: list[pa.Table], actors: _Actors, sink: PartSink) -> Iterator[pa.Table]:
     """Hand ``batches`` to the CPU actors (one each at a time), chain their
-    output to the tagging actors when there are any, and put every finished
-    table into ``sink`` as it comes back. An actor that finishes gets its
-    next batch before its rows are written."""
+    output to the tagging actors when there are any, and yield every
+    finished table as it comes back (for ``sink``, which logs the batches
+    handed out). An actor that finishes gets its next batch before its rows
+    are yielded."""
     n_cpu, taggers = len(actors.cpus), actors.taggers
     idle = list(actors.cpus)
     busy: dict[Any, Any] = {}  # CPU task -> its actor
@@ -144,9 +146,7 @@ def _drive(batches: list[pa.Table], actors: _Actors, sink: PartSink, on_rows: An
         results.difference_update(finished)
         hand_out()
         for ref in finished:
-            table = read_ipc(ray.get(ref))
-            sink.add(table)
-            on_rows(table)
+            yield read_ipc(ray.get(ref))
 
 
 def _summary(
@@ -193,6 +193,7 @@ def curate_ray(
     *,
     address: str | None = None,
     options: RayOptions | None = None,
+    progress: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
     """``agl-fast curate --engine ray``: the batch function of
     :func:`curate_dataset` on Ray actors over ``inputs``, rows written into
@@ -204,7 +205,9 @@ def curate_ray(
     ``cfg`` drives the run as on one machine: ``workers`` CPU actors
     (default: the cluster's CPUs over ``threads``), ``batch_size`` files per
     task, ``part_rows`` / ``part_bytes`` per part, ``resume`` and
-    ``retry_failed``.
+    ``retry_failed``. ``progress`` is called as rows finish with
+    ``(files_done, audio_seconds_done)``, as by
+    :func:`~agl_fast.pipeline.curate`.
 
     Raises
     ------
@@ -224,12 +227,6 @@ def curate_ray(
     # The actors set up while the metadata pass runs (at most one too many
     # when it finds unreadable files).
     actors = _start_actors(cfg, opts, -(-len(todo) // size)) if todo else _Actors([], [])
-    audio = [0.0]
-
-    def on_rows(table: pa.Table) -> None:
-        d = table.column("duration").to_numpy(zero_copy_only=False).astype(np.float64)
-        audio[0] += float(np.nansum(d))
-
     try:
         todo, unreadable = metadata_pass(inputs, todo)
         batches = [input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size)]
@@ -238,10 +235,11 @@ def curate_ray(
         finished = False
         try:
             with stop_on_signals(override=True):
-                for at in range(0, unreadable.num_rows, PRECHECK_CHUNK):
-                    sink.add(unreadable.slice(at, PRECHECK_CHUNK))
-                if batches:
-                    _drive(batches, actors, sink, on_rows)
+                chunks = range(0, unreadable.num_rows, PRECHECK_CHUNK)
+                audio_s = consume_rows(
+                    sink, (unreadable.slice(a, PRECHECK_CHUNK) for a in chunks), progress
+                )
+                audio_s = consume_rows(sink, _drive(batches, actors, sink), progress, audio_s)
                 sink.finish()
                 finished = True
         except KeyboardInterrupt as exc:
@@ -253,7 +251,7 @@ def curate_ray(
         actors.close()
     wall = time.perf_counter() - t0
     final = write_final(out, inputs)
-    this_run = {"files": len(todo), "audio_seconds": audio[0], "wall_seconds": wall}
+    this_run = {"files": len(todo), "audio_seconds": audio_s, "wall_seconds": wall}
     summary = _summary(inputs, cfg, opts, final, this_run, len(state.redo))
     tmp = out / ".summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
