@@ -4,8 +4,8 @@
 
 A CPU actor (:class:`_Curator`) is a Ray worker process that imports this
 module when it starts, so it imports nothing it does not use: not Ray Data
-(and, through it, pandas), which cost an actor about a second of start-up
-for no use. With isolation (the default) the actor is a thin relay: its
+(and, through it, pandas), 0.6 s of CPU at each actor's start for no
+use. With isolation (the default) the actor is a thin relay: its
 supervised child (:class:`~agl_fast.pipeline.engines.local.Supervisor`,
 one persistent worker started from a fork server) does the work, and the
 actor converts no Python objects to Arrow itself.
