@@ -19,15 +19,21 @@ apart from the fixed cost of a run (starting workers or actors, the final
 table). Prints a Markdown table (whole-run files/s and x real time; steady
 files/s; fixed seconds; Ray's overhead per file, in worker-milliseconds,
 against one machine at the same W; steady throughput per worker against
-one machine's at the smallest W), then what 100 workers would take for a
-million 60 s clips at the measured steady cost per file. ``--repeat N``
-keeps the fastest of N runs per size, engines alternating.
+one machine's at the smallest W; the in-run rate, files per second from
+the first finished batch of a whole run to its last, which no start-up
+cost enters, and the same ratio of it), then what 100 workers would take
+for a million 60 s clips at the measured steady cost per file. ``--repeat
+N`` keeps the fastest of N runs per size, engines alternating. The slope
+takes a run's fixed cost to be the same at both sizes: on a loaded machine
+half a second of difference in starting the actors moves it by 40 ms per
+file, which the in-run rate does not see.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -59,23 +65,33 @@ def corpus(directory: Path, n: int) -> Inputs:
     return Inputs([Path(p).name for p in paths], paths)
 
 
-def run(engine: str, inputs: Inputs, workers: int, batch_size: int, isolate: bool) -> float:
-    """Wall seconds of one run into a fresh directory."""
+def run(
+    engine: str, inputs: Inputs, workers: int, batch_size: int, isolate: bool
+) -> tuple[float, float]:
+    """Wall seconds of one run into a fresh directory, and its files per
+    second from its first finished batch to its last (the in-run rate)."""
     cfg = CurateConfig(
         sr=32000, workers=workers, threads=1, batch_size=batch_size, max_duration=CLIP_S
     )
+    done: list[tuple[float, int]] = []
+
+    def progress(files: int, audio_s: float) -> None:
+        done.append((time.perf_counter(), files))
+
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
         if engine == "ray":
             from agl_fast.ray import RayOptions, curate_ray
 
-            summary = curate_ray(inputs, out, cfg, options=RayOptions(isolate=isolate))
+            opts = RayOptions(isolate=isolate)
+            summary = curate_ray(inputs, out, cfg, options=opts, progress=progress)
         else:
-            summary = curate(inputs, out, cfg)
+            summary = curate(inputs, out, cfg, progress=progress)
         wall = time.perf_counter() - t0
     if summary["counts"]["failed"] or summary["counts"]["rows"] != len(inputs.keys):
         sys.exit(f"{engine}: {summary['counts']}")
-    return wall
+    after_first = sum(f for _, f in done[1:])
+    return wall, after_first / (done[-1][0] - done[0][0]) if after_first else float("nan")
 
 
 def _sub(inputs: Inputs, n: int) -> Inputs:
@@ -98,6 +114,8 @@ def main() -> int:
     isolate = not args.no_isolate
     n, half = args.files, args.files // 2
     best: dict[tuple[str, int, int], float] = {}
+    in_run: dict[tuple[str, int], float] = {}
+    load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as d:
         inputs = corpus(Path(d), n)
         # Warm up both engines (imports, fork server, Ray's worker pool).
@@ -107,9 +125,12 @@ def main() -> int:
             for _ in range(args.repeat):
                 for size in (half, n):
                     for engine in ("local", "ray"):
-                        t = run(engine, _sub(inputs, size), w, args.batch_size, isolate)
+                        t, rate = run(engine, _sub(inputs, size), w, args.batch_size, isolate)
                         key = (engine, w, size)
                         best[key] = min(best.get(key, float("inf")), t)
+                        if size == n:
+                            in_run[engine, w] = max(in_run.get((engine, w), 0.0), rate)
+                load.append(os.getloadavg()[0])
     ray.shutdown()
 
     def slope(engine: str, w: int) -> float:
@@ -118,20 +139,25 @@ def main() -> int:
     w1 = min(args.workers)
     base = 1 / slope("local", w1) / w1
     print(f"{n} clips of {CLIP_S:g} s (MP3 44.1 kHz stereo -> 32 kHz stereo), ", end="")
-    print(f"Ray actors {'with' if isolate else 'without'} a supervised child\n")
+    print(f"Ray actors {'with' if isolate else 'without'} a supervised child; ", end="")
+    print(f"load average (1 min) {min(load):.1f} to {max(load):.1f} over {os.cpu_count()} CPUs\n")
+    in_base = in_run["local", w1] / w1
     print(
         "| workers | engine | wall s | files/s | x real time | steady files/s | fixed s "
-        f"| Ray overhead worker-ms/file | steady files/s per worker / one machine's at {w1} |"
+        f"| Ray overhead worker-ms/file | steady files/s per worker / one machine's at {w1} "
+        f"| in-run files/s | in-run per worker / one machine's at {w1} |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for w in args.workers:
         for engine in ("local", "ray"):
             t, c = best[engine, w, n], slope(engine, w)
             over = (c - slope("local", w)) * w * 1e3 if engine == "ray" else None
+            r = in_run[engine, w]
             print(
                 f"| {w} | {'one machine' if engine == 'local' else 'Ray'} | {t:.2f} | "
                 f"{n / t:.2f} | {n * CLIP_S / t:.0f} | {1 / c:.2f} | {t - n * c:.2f} | "
-                f"{'' if over is None else f'{over:.0f}'} | {1 / c / w / base:.2f} |"
+                f"{'' if over is None else f'{over:.0f}'} | {1 / c / w / base:.2f} | "
+                f"{r:.2f} | {r / w / in_base:.2f} |"
             )
     wmax = max(args.workers)
     per_clip = slope("ray", wmax) * wmax  # worker-seconds per 60 s clip on Ray

@@ -299,3 +299,69 @@ def test_two_node_cluster_equals_one_machine(corpus: Path, tmp_path: Path) -> No
         pq.read_table(tmp_path / "one" / "curated.parquet"), pq.read_table(out / "curated.parquet")
     )
     assert summary["counts"] == one["counts"]
+
+
+def _children(pid: int) -> list[int]:
+    """Ids of the processes whose parent is ``pid``."""
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            # pid (comm) state ppid ...: comm may hold spaces, not ")"
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+def _running(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
+    except OSError:
+        return False
+
+
+def test_decoder_killed_in_a_cpu_actors_child_is_a_crash_row(
+    cluster: None, corpus: Path, tmp_path: Path
+) -> None:
+    """The supervised child of the CPU actor (actor -> fork server ->
+    worker) is killed while it decodes: that file's row is a DecoderCrash
+    naming the signal, the actor carries on, every other file has its row."""
+    address = ray.get_runtime_context().gcs_address
+    out = tmp_path / "o"
+    args = [str(corpus), "--engine", "ray", "--ray-address", address, "--quiet", "--out", str(out)]
+    args += ["--sr", "16000", "--batch-size", "1", "--part-rows", "1", "--workers", "1"]
+    cmd = [sys.executable, "-m", "agl_fast.cli", "curate", *args, "--threads", "1"]
+    driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    killed = None
+    while time.monotonic() < deadline and killed is None and driver.poll() is None:
+        for actor in _processes("ray::_Curator"):
+            # its child decoding (running, not waiting for a batch), once
+            # it has answered batches (the first part holds the empty
+            # file's row, written by the metadata pass)
+            busy = [w for s in _children(actor) for w in _children(s) if _running(w)]
+            if busy and len(list((out / "parts").glob("*.parquet"))) >= 3:
+                os.kill(busy[0], signal.SIGKILL)
+                killed = busy[0]
+        time.sleep(0.002)
+    _, err = driver.communicate(timeout=240)
+    assert killed is not None, "no decoding child found while the run was going"
+    assert driver.returncode == 0, err
+    keys = discover(str(corpus)).keys
+    assert sorted(_row_keys(out / "parts")) == sorted(keys)  # each key written once
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["errors_by_reason"].get("DecoderCrash (SIGKILL)") == 1
+    rows = pq.read_table(out / "curated.parquet").to_pylist()
+    crashed = [r for r in rows if r["error_type"] == "DecoderCrash"]
+    assert len(crashed) == 1 and "SIGKILL" in crashed[0]["error_message"]
+    # the other files are as an uninterrupted run has them
+    cfg = CurateConfig(sr=16000, workers=0, threads=1)
+    curate(discover(str(corpus)), tmp_path / "one", cfg)
+    one = {r["key"]: r for r in pq.read_table(tmp_path / "one" / "curated.parquet").to_pylist()}
+    for r in rows:
+        if r["key"] != crashed[0]["key"]:
+            assert r["error_type"] == one[r["key"]]["error_type"], r["key"]
+            assert r["duration"] == one[r["key"]]["duration"], r["key"]

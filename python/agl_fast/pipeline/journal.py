@@ -60,7 +60,9 @@ __all__ = [
     "Recovered",
     "compact_log",
     "durable_write_parquet",
+    "ipc_bytes",
     "progress_files",
+    "read_ipc",
     "read_log",
     "read_parts",
     "recover",
@@ -139,11 +141,18 @@ def durable_write_parquet(table: pa.Table, path: Path) -> None:
     _fsync_dir(path.parent)
 
 
-def _ipc(table: pa.Table) -> bytes:
+def ipc_bytes(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC stream (what a log record holds)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return bytes(sink.getvalue())
+
+
+def read_ipc(data: bytes) -> pa.Table:
+    """The table of an Arrow IPC stream (:func:`ipc_bytes`), without a copy
+    of its buffers."""
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
 class ProgressLog:
@@ -187,7 +196,7 @@ class ProgressLog:
         """Log finished rows; flush to disk when the schedule says so."""
         if table.num_rows == 0:
             return
-        self._append(_ROWS, _ipc(table))
+        self._append(_ROWS, ipc_bytes(table))
         self.rows += table.num_rows
         self.nbytes += table.nbytes
         self._unsynced += table.num_rows

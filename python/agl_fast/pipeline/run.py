@@ -64,6 +64,7 @@ __all__ = [
     "PRECHECK_CHUNK",
     "CurateConfig",
     "Resumed",
+    "consume_rows",
     "curate",
     "default_workers",
     "final_table",
@@ -372,7 +373,7 @@ def curate(
     try:
         with stop_on_signals():
             chunks = range(0, unreadable.num_rows, PRECHECK_CHUNK)
-            audio_s = _consume(
+            audio_s = consume_rows(
                 sink, (unreadable.slice(a, PRECHECK_CHUNK) for a in chunks), progress
             )
             if workers == 0 or not todo:
@@ -387,7 +388,7 @@ def curate(
                 )
                 stats = sup.stats
                 rows = sup.run(batches, heartbeat=sink.tick, heartbeat_s=_HEARTBEAT_S)
-            audio_s = _consume(sink, rows, progress, audio_s)
+            audio_s = consume_rows(sink, rows, progress, audio_s)
             sink.finish()
             finished = True
     except KeyboardInterrupt as exc:
@@ -418,14 +419,14 @@ def _batches(
     return _logged(sink, tables), -(-len(todo) // size)
 
 
-def _consume(
+def consume_rows(
     sink: PartSink,
     tables: Iterable[pa.Table],
     progress: Callable[[int, float], None] | None,
     audio_s: float = 0.0,
 ) -> float:
-    """Put each table into ``sink`` and report progress; return the audio
-    seconds done, ``audio_s`` plus those of ``tables``."""
+    """Put each table into ``sink`` and report progress (both engines);
+    return the audio seconds done, ``audio_s`` plus those of ``tables``."""
     for table in tables:
         sink.add(table)
         at = table.schema.get_field_index("duration")

@@ -7,3 +7,6 @@
 Both write through the same progress log (:mod:`agl_fast.pipeline.journal`)
 into the same output layout.
 """
+
+#: The error of a Ray engine module imported without Ray installed.
+RAY_MISSING = "agl_fast.ray needs Ray: pip install 'agl-fast[ray]' (or 'ray[data]')"

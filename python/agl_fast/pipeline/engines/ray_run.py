@@ -7,20 +7,27 @@ from __future__ import annotations
 import json
 import platform
 import time
-from dataclasses import asdict, replace
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import ray
+
+from . import RAY_MISSING
+
+try:
+    import ray
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(RAY_MISSING) from exc
 
 from ... import __version__
 from ..inputs import Inputs
-from ..journal import LogContents, PartSink, read_log, read_parts
+from ..journal import LogContents, PartSink, ipc_bytes, read_ipc, read_log, read_parts
 from ..run import (
     PRECHECK_CHUNK,
     CurateConfig,
+    consume_rows,
     input_table,
     interrupted,
     metadata_pass,
@@ -30,7 +37,7 @@ from ..run import (
     stop_on_signals,
     write_final,
 )
-from .ray import _HEARTBEAT_S, RayOptions, _Curator, _tag_gpus, _Tagger
+from .ray_actors import _HEARTBEAT_S, RayOptions, _Curator, _tag_gpus, _Tagger
 
 __all__ = ["curate_ray", "done_keys"]
 
@@ -59,75 +66,87 @@ def _cpu_actors(cfg: CurateConfig, opts: RayOptions, tagging: bool, n_batches: i
     return max(1, min(int(cpus // threads), n_batches))
 
 
-def _drive(
-    batches: list[pa.Table],
-    cfg: CurateConfig,
-    opts: RayOptions,
-    sink: PartSink,
-    on_rows: Any,
-) -> None:
-    """Hand ``batches`` to CPU actors (one each at a time), chain their
-    output to the tagging actors when tagging, and put every finished
-    table into ``sink`` as it comes back."""
+@dataclass
+class _Actors:
+    """The actors of one run: CPU actors, then tagging actors (possibly
+    none)."""
+
+    cpus: list[Any]
+    taggers: list[Any]
+
+    def close(self) -> None:
+        for actor in [*self.cpus, *self.taggers]:
+            ray.kill(actor)
+
+
+def _start_actors(cfg: CurateConfig, opts: RayOptions, n_batches: int) -> _Actors:
+    """Create the run's actors; their set-up (imports, the fork server of
+    the isolating child, the probe clip) runs on the cluster while this
+    driver goes on, e.g. with the metadata pass."""
     base = cfg.batch_config()
     tagging = bool(base.tag)
     threads = base.threads or 1
     cpu_cfg = replace(base, tag=(), threads=threads)
+    gpus = _tag_gpus(base, opts) if tagging else 0.0  # may refuse: before any actor
     restart = {"max_restarts": -1, "max_task_retries": -1}
     curator: Any = ray.remote(_Curator)
     curator = curator.options(num_cpus=threads, **restart)
-    n_cpu = _cpu_actors(cfg, opts, tagging, len(batches))
-    cpus: list[Any] = [
-        curator.remote(cpu_cfg, tagging, opts.isolate, cfg.file_timeout, cfg.memory_limit)
-        for _ in range(n_cpu)
-    ]
+    n_cpu = _cpu_actors(cfg, opts, tagging, n_batches)
+    args = (cpu_cfg, tagging, opts.isolate, cfg.file_timeout, cfg.memory_limit)
+    cpus = [curator.remote(*args) for _ in range(n_cpu)]
     taggers: list[Any] = []
     if tagging:
         tagger: Any = ray.remote(_Tagger)
-        tagger = tagger.options(num_cpus=opts.tag_cpus, num_gpus=_tag_gpus(base, opts), **restart)
+        tagger = tagger.options(num_cpus=opts.tag_cpus, num_gpus=gpus, **restart)
         taggers = [tagger.remote(base) for _ in range(opts.tag_actors)]
-    idle = list(cpus)
+    return _Actors(cpus, taggers)
+
+
+def _drive(batches: list[pa.Table], actors: _Actors, sink: PartSink) -> Iterator[pa.Table]:
+    """Hand ``batches`` to the CPU actors (one each at a time), chain their
+    output to the tagging actors when there are any, and yield every
+    finished table as it comes back (for ``sink``, which logs the batches
+    handed out). An actor that finishes gets its next batch before its rows
+    are yielded."""
+    n_cpu, taggers = len(actors.cpus), actors.taggers
+    idle = list(actors.cpus)
     busy: dict[Any, Any] = {}  # CPU task -> its actor
     results: set[Any] = set()  # tasks whose output is a finished table
     source = iter(batches)
-    exhausted = False
-    n_tagged = 0
-    try:
-        while True:
-            # At most one batch per CPU actor, and no more than two per
-            # actor waiting for tagging: what a kill can lose stays bounded.
-            while idle and not exhausted and len(results) < 2 * n_cpu:
-                batch = next(source, None)
-                if batch is None:
-                    exhausted = True
-                    break
-                sink.started(batch)
-                actor = idle.pop()
-                ref = actor.__call__.remote(batch)
-                busy[ref] = actor
-                if taggers:
-                    ref = taggers[n_tagged % len(taggers)].__call__.remote(ref)
-                    n_tagged += 1
-                results.add(ref)
-            if not busy and not results:
+    state = {"exhausted": False, "tagged": 0}
+
+    def hand_out() -> None:
+        # At most one batch per CPU actor, and no more than two per actor
+        # waiting for tagging: what a kill can lose stays bounded.
+        while idle and not state["exhausted"] and len(results) < 2 * n_cpu:
+            batch = next(source, None)
+            if batch is None:
+                state["exhausted"] = True
                 return
-            ready, _ = ray.wait(
-                [*busy, *(r for r in results if r not in busy)],
-                num_returns=1,
-                timeout=_HEARTBEAT_S,
-            )
-            sink.tick()
-            for ref in ready:
-                if ref in busy:
-                    idle.append(busy.pop(ref))
-                if ref in results:
-                    results.discard(ref)
-                    table = ray.get(ref)
-                    sink.add(table)
-                    on_rows(table)
-    finally:
-        for actor in [*cpus, *taggers]:
-            ray.kill(actor)
+            sink.started(batch)
+            actor = idle.pop()
+            ref = actor.__call__.remote(ipc_bytes(batch))
+            busy[ref] = actor
+            if taggers:
+                ref = taggers[state["tagged"] % len(taggers)].__call__.remote(ref)
+                state["tagged"] += 1
+            results.add(ref)
+
+    while True:
+        hand_out()
+        if not busy and not results:
+            return
+        waiting = [*busy, *(r for r in results if r not in busy)]
+        ready, _ = ray.wait(waiting, num_returns=1, timeout=_HEARTBEAT_S)
+        sink.tick()
+        finished = [ref for ref in ready if ref in results]
+        for ref in ready:
+            if ref in busy:
+                idle.append(busy.pop(ref))
+        results.difference_update(finished)
+        hand_out()
+        for ref in finished:
+            yield read_ipc(ray.get(ref))
 
 
 def _summary(
@@ -174,6 +193,7 @@ def curate_ray(
     *,
     address: str | None = None,
     options: RayOptions | None = None,
+    progress: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
     """``agl-fast curate --engine ray``: the batch function of
     :func:`curate_dataset` on Ray actors over ``inputs``, rows written into
@@ -185,7 +205,9 @@ def curate_ray(
     ``cfg`` drives the run as on one machine: ``workers`` CPU actors
     (default: the cluster's CPUs over ``threads``), ``batch_size`` files per
     task, ``part_rows`` / ``part_bytes`` per part, ``resume`` and
-    ``retry_failed``.
+    ``retry_failed``. ``progress`` is called as rows finish with
+    ``(files_done, audio_seconds_done)``, as by
+    :func:`~agl_fast.pipeline.curate`.
 
     Raises
     ------
@@ -201,34 +223,35 @@ def curate_ray(
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     skip = state.done - state.failed if cfg.retry_failed else state.done
     todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
-    todo, unreadable = metadata_pass(inputs, todo)
     size = cfg.batch_size
-    batches = [input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size)]
-    sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
-    audio = [0.0]
-
-    def on_rows(table: pa.Table) -> None:
-        d = table.column("duration").to_numpy(zero_copy_only=False).astype(np.float64)
-        audio[0] += float(np.nansum(d))
-
-    t0 = time.perf_counter()
-    finished = False
+    # The actors set up while the metadata pass runs (at most one too many
+    # when it finds unreadable files).
+    actors = _start_actors(cfg, opts, -(-len(todo) // size)) if todo else _Actors([], [])
     try:
-        with stop_on_signals(override=True):
-            for at in range(0, unreadable.num_rows, PRECHECK_CHUNK):
-                sink.add(unreadable.slice(at, PRECHECK_CHUNK))
-            if batches:
-                _drive(batches, cfg, opts, sink, on_rows)
-            sink.finish()
-            finished = True
-    except KeyboardInterrupt as exc:
-        raise interrupted(exc, out, sink) from exc
+        todo, unreadable = metadata_pass(inputs, todo)
+        batches = [input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size)]
+        sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
+        t0 = time.perf_counter()
+        finished = False
+        try:
+            with stop_on_signals(override=True):
+                chunks = range(0, unreadable.num_rows, PRECHECK_CHUNK)
+                audio_s = consume_rows(
+                    sink, (unreadable.slice(a, PRECHECK_CHUNK) for a in chunks), progress
+                )
+                audio_s = consume_rows(sink, _drive(batches, actors, sink), progress, audio_s)
+                sink.finish()
+                finished = True
+        except KeyboardInterrupt as exc:
+            raise interrupted(exc, out, sink) from exc
+        finally:
+            if not finished:
+                sink.abort()
     finally:
-        if not finished:
-            sink.abort()
+        actors.close()
     wall = time.perf_counter() - t0
     final = write_final(out, inputs)
-    this_run = {"files": len(todo), "audio_seconds": audio[0], "wall_seconds": wall}
+    this_run = {"files": len(todo), "audio_seconds": audio_s, "wall_seconds": wall}
     summary = _summary(inputs, cfg, opts, final, this_run, len(state.redo))
     tmp = out / ".summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
