@@ -1,5 +1,7 @@
-"""pytest plugin: runs librosa's own tests with agl_fast.compat.librosa's
-functions swapped into ``librosa`` (the attributes the tests call).
+"""pytest plugin: runs librosa's own tests with agl_fast.compat.librosa
+installed into ``librosa`` (:func:`agl_fast.compat.librosa.install`), so the
+attributes the tests call are agl-fast's and every case agl-fast hands back
+reaches librosa's original function.
 
 Loaded by ``tests/test_librosa_suite.py`` in a child pytest run inside a
 copy of librosa's test directory.
@@ -13,15 +15,17 @@ import librosa.filters
 
 import agl_fast.compat.librosa as compat
 
+#: The functions librosa's selected tests call, which must run agl-fast.
 SWAPPED = {
     librosa: ("load", "resample", "get_duration", "stft", "power_to_db", "amplitude_to_db"),
     librosa.feature: ("melspectrogram", "mfcc", "rms", "spectral_flatness"),
     librosa.filters: ("mel",),
 }
-_COMPAT = {librosa: compat, librosa.feature: compat.feature, librosa.filters: compat.filters}
 
 
 def pytest_configure(config: object) -> None:
-    for module, names in SWAPPED.items():
-        for name in names:
-            setattr(module, name, getattr(_COMPAT[module], name))
+    before = {(m, n): getattr(m, n) for m, names in SWAPPED.items() for n in names}
+    compat.install()
+    kept = [f"{m.__name__}.{n}" for (m, n), f in before.items() if getattr(m, n) is f]
+    if kept:
+        raise RuntimeError(f"install() left librosa's own {kept}")
