@@ -69,12 +69,16 @@ GATES: dict[str, Gate] = {
     # against a loopback server of 0.2 s latency: measured 3.89.
     "alm_query": Gate(1.5, "min", "x sequential loop", "quick 3.89x"),
     # compat.librosa against librosa: the lowest speed-up over the rows of
-    # benches/bench_compat.py of each dtype (30 s clip in quick mode, every
-    # row must pass). Quick mode measured 0.90-1.06x (float32: the soxr_hq
-    # resample or the float32 stft) and 0.87-1.00x (float64: the soxr_hq
-    # resample); every other row above 1.0x.
-    "compat_float32": Gate(0.65, "min", "x librosa", "quick lowest 0.90-1.06x"),
-    "compat_float64": Gate(0.6, "min", "x librosa", "quick lowest 0.87-1.00x"),
+    # benches/bench_compat.py of each dtype but the soxr_hq resample (30 s
+    # clip in quick mode, every row must pass); in the full run (60 s) the
+    # lowest float32 rows are 1.50-1.55x (stft, power_to_db, rolloff) and
+    # the lowest float64 rows 1.17-1.35x (rolloff, contrast, centroid);
+    # quick mode is about 20 % noisier.
+    "compat_float32": Gate(1.0, "min", "x librosa", "full lowest 1.50x"),
+    "compat_float64": Gate(0.8, "min", "x librosa", "full lowest 1.17x"),
+    # The soxr_hq resample row of each dtype: agl-fast's own resampler, level
+    # with soxr (full run 1.01x float32, 1.05x float64; quick 0.87-1.00x).
+    "compat_resample_soxr": Gate(0.6, "min", "x librosa (soxr)", "full 1.01-1.05x"),
     # Clip quality metrics against numpy + scipy + librosa + scikit-maad:
     # measured 15.4-16.5x.
     "quality_clip_metrics": Gate(10.0, "min", "x reference", "quick 15.4-16.5x"),
