@@ -55,12 +55,15 @@ def as_librosa(exc: ParameterError) -> ParameterError:
 #: Builtin errors that a bad argument raises on its way through numpy,
 #: scipy or librosa's own code (a string where a number goes, a zero
 #: rate...): :func:`librosa_api` gives them the package's type.
+#: ``NotImplementedError`` is scipy.ndimage's answer to an input dtype it has
+#: no filter for (``pcen(ref=["a"])``).
 ARGUMENT_ERRORS: tuple[type[Exception], ...] = (
     TypeError,
     ValueError,
     ArithmeticError,
     IndexError,
     AttributeError,
+    NotImplementedError,
 )
 
 _ARGUMENT_CLASSES: dict[type[BaseException], type[ParameterError]] = {}
