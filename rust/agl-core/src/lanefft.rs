@@ -98,6 +98,25 @@ pub unsafe fn transpose_out(src: &[V], dst: *mut f32, stride: usize) {
     }
 }
 
+/// Ask the CPU to bring `data` into its L2 cache ahead of use: a hint,
+/// with no effect on any value. Frames overlap, so the rows of a block
+/// first touch new samples all at once; read from memory as they are
+/// loaded, they stall the load step of the transform.
+#[inline]
+pub fn prefetch(data: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in data.chunks(16) {
+        // SAFETY: a prefetch never faults and changes no state but the
+        // cache; SSE is part of x86-64.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+            _mm_prefetch::<_MM_HINT_T1>(line.as_ptr() as *const i8)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
 /// Order the non-temporal stores of [`stream_copy`] before later stores
 /// (call once a run of copies is done).
 #[inline]
@@ -341,6 +360,17 @@ mod x86 {
             if !m.is_multiple_of(8) {
                 return super::load_portable(src, used, rev, re, im);
             }
+            let full = used == LANES && src.src.iter().chain(&src.win).all(|f| f.len() >= 2 * m);
+            if full {
+                // Every lane used: sixteen fixed rows, held in registers.
+                let f = src.src.map(|f| f.as_ptr());
+                let w = src.win.map(|w| w.as_ptr());
+                return if src.windowed {
+                    load_full::<true>(&f, &w, rev, re, im)
+                } else {
+                    load_full::<false>(&f, &w, rev, re, im)
+                };
+            }
             let zero = _mm512_setzero_ps();
             for c in 0..m / 8 {
                 let mut rows = [zero; LANES];
@@ -363,6 +393,36 @@ mod x86 {
                     let dst = if i % 2 == 0 { &mut re[r] } else { &mut im[r] };
                     _mm512_store_ps(dst.0.as_mut_ptr(), *v);
                 }
+            }
+        }
+    }
+
+    /// [`Avx512::load`] with all [`LANES`] lanes used: the same loads,
+    /// products and stores. `f[l]` and `w[l]` point to `2 m` samples
+    /// (`m = rev.len()`, a multiple of 8).
+    #[inline(always)]
+    unsafe fn load_full<const WINDOWED: bool>(
+        f: &[*const f32; LANES],
+        w: &[*const f32; LANES],
+        rev: &[u32],
+        re: &mut [V],
+        im: &mut [V],
+    ) {
+        for c in 0..rev.len() / 8 {
+            let mut rows = [_mm512_setzero_ps(); LANES];
+            for (l, row) in rows.iter_mut().enumerate() {
+                let x = _mm512_loadu_ps(f[l].add(16 * c));
+                *row = if WINDOWED {
+                    _mm512_mul_ps(x, _mm512_loadu_ps(w[l].add(16 * c)))
+                } else {
+                    x
+                };
+            }
+            let out = transpose16(&rows);
+            for (i, v) in out.iter().enumerate() {
+                let r = rev[8 * c + i / 2] as usize;
+                let dst = if i % 2 == 0 { &mut re[r] } else { &mut im[r] };
+                _mm512_store_ps(dst.0.as_mut_ptr(), *v);
             }
         }
     }

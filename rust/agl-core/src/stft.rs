@@ -426,6 +426,18 @@ impl LaneStft {
                 _ => frames.src[i] = b,
             }
         }
+        // Prefetch the samples of the next two blocks that this one does not
+        // read (measured on 1024-sample frames at hop 320, 16 frames a
+        // block: 12.3 us a block from memory, 10.7 prefetching one block
+        // ahead, 10.0 two blocks ahead, 8.5-9.0 from cache).
+        if n > 0 {
+            let first = |t: usize| (t * hop).saturating_sub(pad).min(src.samples.len());
+            let last = |t: usize| (t * hop + len).saturating_sub(pad).min(src.samples.len());
+            let ahead = last(t0 + n - 1).max(first(t0 + n))..last(t0 + 3 * n - 1);
+            if let Some(next) = src.samples.get(ahead) {
+                crate::lanefft::prefetch(next);
+            }
+        }
         match power {
             Some(p) => self
                 .fft
