@@ -3,8 +3,9 @@ function (the rows of ``benches/bench_compat.py``), one thread, same data,
 outputs compared first, in alternating rounds.
 
 Each dtype is one benchmark whose figures are the lowest speed-up over its
-rows and the speed-up of the soxr_hq ``resample`` row (agl-fast's own
-resampler, level with soxr); it fails when a row is below its gate
+rows and the speed-up of the soxr_hq ``resample`` row (handed to librosa,
+whose soxr call gives its exact output: level by construction); it fails
+when a row is below its gate
 (``compat_float32``, ``compat_float64`` for every row but that one,
 ``compat_resample_soxr`` for it, in ``benches/_gates.py``; the rows without
 audio input, ``load``, ``get_duration`` and ``filters.mel``, count with

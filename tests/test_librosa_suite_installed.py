@@ -45,14 +45,6 @@ AUDIO = {
 #: Cases that end differently, each with the reason; any other difference
 #: fails the test (and one listed here that stops differing does too).
 KNOWN: dict[str, str] = {
-    **{
-        f"tests.test_core::test_resample_scale[test2_8000.wav-{rate}-soxr_hq]": (
-            "agl-fast's hq filter passes up to 0.85 of the input's Nyquist frequency, soxr_hq "
-            "further: upsampling broadband 8 kHz audio keeps 0.1% less energy, outside the "
-            "test's 0.01 tolerance on the norm"
-        )
-        for rate in (11025, 22050, 44100)
-    },
     "tests.test_multichannel::test_fourier_tempogram[test1_44100.wav]": (
         "fails with plain librosa on this audio (channel-by-channel FFT rounding at its 1e-6 "
         "tolerance) and passes with agl-fast's spectrogram"

@@ -142,6 +142,7 @@ def stft_f64(
     framing: StftParams,
     n_threads: int | None = None,
     single: bool = False,
+    frame_major: bool = False,
 ) -> tuple[int, npt.NDArray[np.complexfloating[Any, Any]]]: ...
 def spectrogram_f64(
     rows: npt.NDArray[np.float64] | npt.NDArray[np.float32],
@@ -149,6 +150,7 @@ def spectrogram_f64(
     power: float = 2.0,
     mel: MelParams | None = None,
     n_threads: int | None = None,
+    frame_major: bool = False,
 ) -> tuple[int, npt.NDArray[np.float64]]: ...
 
 # --- geo --------------------------------------------------------------------

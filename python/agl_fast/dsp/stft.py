@@ -263,8 +263,16 @@ def stft_double(
     librosa's for float32 input)."""
     rows = _double_rows(y, allow_copy)
     frame = framing(n_fft, hop_length, win_length, window, center, pad_mode, dtype=np.float64)
-    n_t, data = _native.stft_f64(rows, frame, resolve_threads(n_threads), single)
-    return data.reshape(*y.shape[:-1], int(n_fft) // 2 + 1, n_t)  # type: ignore[no-any-return]
+    n_t, data = _native.stft_f64(rows, frame, resolve_threads(n_threads), single, frame_major=True)
+    return _frame_major(data, y.shape[:-1], int(n_fft) // 2 + 1, n_t)
+
+
+def _frame_major(data: np.ndarray, lead: tuple[int, ...], width: int, n_t: int) -> np.ndarray:
+    """The kernel's frame-major values ``[items, t, width]`` as the array
+    ``[*lead, width, t]``: a view with the last two axes swapped, no copy.
+    For one item this is librosa's own layout (its STFT matrix is
+    Fortran-ordered), each frame's values side by side."""
+    return np.swapaxes(data.reshape(*lead, n_t, width), -1, -2)
 
 
 def spectrogram_double(
@@ -282,10 +290,15 @@ def spectrogram_double(
     ``frame`` holds the arguments of :func:`framing`."""
     rows = _double_rows(y, allow_copy)
     params = framing(**frame, dtype=np.float64)
+    # The power spectrogram keeps the STFT's frame-major layout (as
+    # librosa's ``np.abs(stft) ** power`` does); a mel projection is
+    # written in C order, as librosa's.
     n_t, data = _native.spectrogram_f64(
-        rows, params, real("power", power), mel, resolve_threads(n_threads)
+        rows, params, real("power", power), mel, resolve_threads(n_threads), frame_major=mel is None
     )
     width = data.size // (n_t * rows.shape[0])  # 1 + n_fft // 2, or n_mels
+    if mel is None:
+        return _frame_major(data, y.shape[:-1], width, n_t)
     return data.reshape(*y.shape[:-1], width, n_t)  # type: ignore[no-any-return]
 
 

@@ -2,7 +2,7 @@
 //! time (so `ref=max` and `top_db` are per item in a batch).
 
 use crate::error::{AglError, Result};
-use crate::fastmath::{db10_floor_f64, vectorized, vectorized_wide};
+use crate::fastmath::{db10_floor_clip_f64, db10_floor_f64, vectorized_wide};
 use crate::parallel::{install, Cancel};
 
 /// The reference of a dB conversion.
@@ -122,23 +122,21 @@ pub fn to_db_f64(
     } else {
         (10.0 * ref_value.max(amin).log10(), amin)
     };
+    // With `top_db`, one pass writes the clipped values (the maximum comes
+    // from a read-only scan of `src` first).
     let max_db = vectorized_wide(
         #[inline(always)]
-        || db10_floor_f64(src, dst, amin, ref_db, amplitude),
+        || match top_db {
+            Some(t) => db10_floor_clip_f64(src, dst, amin, ref_db, amplitude, t),
+            None => db10_floor_f64(src, dst, amin, ref_db, amplitude),
+        },
     );
-    let Some(max_db) = max_db else {
+    if max_db.is_none() {
         let index = src.iter().position(|v| v.is_nan()).unwrap_or(0);
         return Err(AglError::NonFinite {
             what: "S".to_string(),
             index,
         });
-    };
-    if let Some(t) = top_db {
-        let floor = max_db - t;
-        vectorized(
-            #[inline(always)]
-            || dst.iter_mut().for_each(|v| *v = v.max(floor)),
-        );
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ use crate::stft::{reflect_index, PadMode, StftParams};
 
 /// Output bytes of one block of frames (see the module notes; at most 64
 /// frames a block).
-const BLOCK_BYTES: usize = 1 << 20;
+const BLOCK_BYTES: usize = 1 << 18;
 
 /// Cached forward real FFT plans in double precision.
 fn rfft_plan_f64(n: usize) -> Arc<dyn realfft::RealToComplex<f64>> {
@@ -242,7 +242,16 @@ pub fn stft_f64_into(
     cancel: &Cancel,
     out: &mut [Complex64],
 ) -> Result<usize> {
-    stft_f64_sink_into(rows, params, window, n_threads, cancel, &Complex128Out, out)
+    stft_f64_sink_into(
+        rows,
+        params,
+        window,
+        n_threads,
+        cancel,
+        &Complex128Out,
+        Layout::Values,
+        out,
+    )
 }
 
 /// Checks shared by every float64 STFT: window length, equal row lengths,
@@ -273,9 +282,24 @@ fn check_input<X: Sample>(rows: &[&[X]], params: &StftParams, window: &[f64]) ->
     Ok(len)
 }
 
-/// The float64 STFT of `rows` into `out` through `sink`:
-/// `[rows, width, frames]` row-major, every value written once (the buffer
-/// need not be initialised). Returns the frame count.
+/// How the float64 STFT lays out each item's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `[width, frames]` row-major: a value's frames side by side (the
+    /// C-ordered array of librosa's shape).
+    Values,
+    /// `[frames, width]` row-major: a frame's values side by side. Viewed
+    /// with its last two axes swapped, this is librosa's own layout (its
+    /// STFT matrix is Fortran-ordered), and each frame is written where it
+    /// is computed, with no transposing pass.
+    Frames,
+}
+
+/// The float64 STFT of `rows` into `out` through `sink`: `[rows, width,
+/// frames]` row-major ([`Layout::Values`]) or `[rows, frames, width]`
+/// ([`Layout::Frames`]), every value written once (the buffer need not be
+/// initialised). Returns the frame count.
+#[allow(clippy::too_many_arguments)]
 pub fn stft_f64_sink_into<S: Sink, X: Sample>(
     rows: &[&[X]],
     params: &StftParams,
@@ -283,6 +307,7 @@ pub fn stft_f64_sink_into<S: Sink, X: Sample>(
     n_threads: Option<usize>,
     cancel: &Cancel,
     sink: &S,
+    layout: Layout,
     out: &mut [S::Out],
 ) -> Result<usize> {
     use rayon::prelude::*;
@@ -319,6 +344,30 @@ pub fn stft_f64_sink_into<S: Sink, X: Sample>(
                 let mut scratch = plan.make_scratch_vec();
                 let mut power = vec![0.0f64; n_freqs];
                 let mut cols = vec![S::Out::default(); block * width];
+                let mut run = vec![S::Out::default(); block];
+                if layout == Layout::Frames {
+                    for (t, col) in item.chunks_exact_mut(width).enumerate() {
+                        if t % 64 == 0 && cancel.is_cancelled() {
+                            return;
+                        }
+                        framer.frame(x, t, &mut frame);
+                        // Lengths match the plan by construction.
+                        match sink.as_spectrum(col) {
+                            Some(dst) => {
+                                let _ = plan.process_with_scratch(&mut frame, dst, &mut scratch);
+                            }
+                            None => {
+                                let _ = plan.process_with_scratch(
+                                    &mut frame,
+                                    &mut spectrum,
+                                    &mut scratch,
+                                );
+                                sink.emit(&spectrum, col, &mut power);
+                            }
+                        }
+                    }
+                    return;
+                }
                 let mut t0 = 0;
                 while t0 < n_frames {
                     if cancel.is_cancelled() {
@@ -342,18 +391,48 @@ pub fn stft_f64_sink_into<S: Sink, X: Sample>(
                             }
                         }
                     }
-                    for k in 0..width {
-                        let row = &mut item[k * n_frames + t0..k * n_frames + t0 + nb];
-                        for (b, o) in row.iter_mut().enumerate() {
-                            *o = cols[b * width + k];
-                        }
-                    }
+                    transpose_block(&cols, width, nb, item, n_frames, t0, &mut run);
                     t0 += nb;
                 }
             });
     })?;
     cancel.check()?;
     Ok(n_frames)
+}
+
+/// Write the `nb` frames of `cols` (`width` values each, frame-major) to
+/// columns `t0..t0 + nb` of `item`'s `[width, n_frames]` rows. Each row's
+/// run is gathered in `run` (in L1) and written with one streaming copy
+/// ([`crate::lanefft::stream_copy`]): the output's cache lines are written
+/// whole, without first being read from memory.
+#[inline]
+fn transpose_block<T: Copy>(
+    cols: &[T],
+    width: usize,
+    nb: usize,
+    item: &mut [T],
+    n_frames: usize,
+    t0: usize,
+    run: &mut [T],
+) {
+    const {
+        assert!(std::mem::size_of::<T>().is_multiple_of(4) && std::mem::align_of::<T>() >= 4);
+    }
+    let words = std::mem::size_of::<T>() / 4;
+    for k in 0..width {
+        for (b, r) in run[..nb].iter_mut().enumerate() {
+            *r = cols[b * width + k];
+        }
+        let dst = &mut item[k * n_frames + t0..k * n_frames + t0 + nb];
+        // SAFETY: `T` is plain data of whole 4-byte words (checked above),
+        // so its values are `words` f32-sized words each; `dst` holds `nb`
+        // values, the count copied.
+        unsafe {
+            let src = std::slice::from_raw_parts(run.as_ptr() as *const f32, nb * words);
+            crate::lanefft::stream_copy(dst.as_mut_ptr() as *mut f32, src);
+        }
+    }
+    crate::lanefft::stream_fence();
 }
 
 /// Windowed frames of one signal (padding applied).
@@ -456,7 +535,17 @@ mod tests {
             (width, out)
         };
         let mut c64 = vec![Complex32::default(); full.len()];
-        stft_f64_sink_into(&rows, &p, &w, Some(2), never(), &Complex64Out, &mut c64).unwrap();
+        stft_f64_sink_into(
+            &rows,
+            &p,
+            &w,
+            Some(2),
+            never(),
+            &Complex64Out,
+            Layout::Values,
+            &mut c64,
+        )
+        .unwrap();
         for (a, b) in c64.iter().zip(&full) {
             assert_eq!((a.re, a.im), (b.re as f32, b.im as f32));
         }
@@ -475,14 +564,44 @@ mod tests {
         );
         let mut a = vec![Complex64::default(); full.len()];
         let mut b = a.clone();
-        stft_f64_sink_into(&nr, &p, &w, Some(1), never(), &Complex128Out, &mut a).unwrap();
-        stft_f64_sink_into(&wr, &p, &w, Some(1), never(), &Complex128Out, &mut b).unwrap();
+        stft_f64_sink_into(
+            &nr,
+            &p,
+            &w,
+            Some(1),
+            never(),
+            &Complex128Out,
+            Layout::Values,
+            &mut a,
+        )
+        .unwrap();
+        stft_f64_sink_into(
+            &wr,
+            &p,
+            &w,
+            Some(1),
+            never(),
+            &Complex128Out,
+            Layout::Values,
+            &mut b,
+        )
+        .unwrap();
         assert_eq!(a, b);
         for power in [1.0, 2.0, 1.5, 4.0] {
             let (_, got) = run(&|threads, out| {
                 out.resize(full.len(), 0.0);
                 let s = PowerOut { power };
-                stft_f64_sink_into(&rows, &p, &w, Some(threads), never(), &s, out).unwrap();
+                stft_f64_sink_into(
+                    &rows,
+                    &p,
+                    &w,
+                    Some(threads),
+                    never(),
+                    &s,
+                    Layout::Values,
+                    out,
+                )
+                .unwrap();
                 nb
             });
             for (g, c) in got.iter().zip(&full) {
@@ -508,7 +627,17 @@ mod tests {
             power: 2.0,
             bank: &bank,
         };
-        stft_f64_sink_into(&rows, &p, &w, Some(1), never(), &s, &mut mel).unwrap();
+        stft_f64_sink_into(
+            &rows,
+            &p,
+            &w,
+            Some(1),
+            never(),
+            &s,
+            Layout::Values,
+            &mut mel,
+        )
+        .unwrap();
         for r in 0..2 {
             for t in 0..nf {
                 for m in 0..40 {
@@ -537,6 +666,83 @@ mod tests {
             power: 2.0,
             bank: &wrong,
         };
-        assert!(stft_f64_sink_into(&rows, &p, &w, Some(1), never(), &s, &mut mel).is_err());
+        assert!(stft_f64_sink_into(
+            &rows,
+            &p,
+            &w,
+            Some(1),
+            never(),
+            &s,
+            Layout::Values,
+            &mut mel
+        )
+        .is_err());
+    }
+
+    /// [`Layout::Frames`] holds the values of [`Layout::Values`], each
+    /// item's `[width, frames]` transposed, for every sink and thread count.
+    #[test]
+    fn frame_layout_is_the_transpose_of_the_value_layout() {
+        let (x, y) = (
+            signal(7000),
+            signal(7000).into_iter().rev().collect::<Vec<_>>(),
+        );
+        let rows = [&x[..], &y[..]];
+        let p = StftParams::new(512);
+        let w = p.window.coefficients_f64(512).unwrap();
+        fn both<S: Sink>(rows: &[&[f64]], p: &StftParams, w: &[f64], sink: &S)
+        where
+            S::Out: PartialEq + std::fmt::Debug,
+        {
+            let width = sink.width(p.n_freqs());
+            let total = stft_f64_sink_len(rows, p, width).unwrap();
+            let mut a = vec![S::Out::default(); total];
+            let nf = stft_f64_sink_into(rows, p, w, Some(1), never(), sink, Layout::Values, &mut a)
+                .unwrap();
+            for threads in [1, 2] {
+                let mut b = vec![S::Out::default(); total];
+                stft_f64_sink_into(
+                    rows,
+                    p,
+                    w,
+                    Some(threads),
+                    never(),
+                    sink,
+                    Layout::Frames,
+                    &mut b,
+                )
+                .unwrap();
+                for r in 0..rows.len() {
+                    for k in 0..width {
+                        for t in 0..nf {
+                            let base = r * width * nf;
+                            assert_eq!(a[base + k * nf + t], b[base + t * width + k]);
+                        }
+                    }
+                }
+            }
+        }
+        both(&rows, &p, &w, &Complex128Out);
+        both(&rows, &p, &w, &Complex64Out);
+        both(&rows, &p, &w, &PowerOut { power: 2.0 });
+        let bank = crate::mel::librosa_mel(
+            22050.0,
+            512,
+            32,
+            0.0,
+            None,
+            false,
+            crate::mel::MelNorm::Slaney,
+        )
+        .unwrap();
+        both(
+            &rows,
+            &p,
+            &w,
+            &MelOut {
+                power: 1.0,
+                bank: &bank,
+            },
+        );
     }
 }

@@ -11,8 +11,8 @@ use agl_core::features::{
 use agl_core::mel::{kaldi_mel, MelBank};
 use agl_core::stft::{stft_batch, StftParams};
 use agl_core::stft64::{
-    check_power_f64, stft_f64_sink_into, stft_f64_sink_len, Complex128Out, Complex64Out, MelOut,
-    PowerOut, Sample, Sink,
+    check_power_f64, stft_f64_sink_into, stft_f64_sink_len, Complex128Out, Complex64Out, Layout,
+    MelOut, PowerOut, Sample, Sink,
 };
 use num_complex::Complex32;
 use numpy::{
@@ -398,11 +398,12 @@ fn f64_framing(framing: &args::Framing<'_>) -> PyResult<(StftParams, Vec<f64>)> 
 /// The float64 STFT of `rows` `[items, n]` (float64, or float32 widened
 /// sample by sample) through `sink`, into a new numpy array: `(frames,
 /// data)`, `data` `[items * width * frames]` in librosa's `[items, width,
-/// frames]` order.
+/// frames]` order, or `[items, frames, width]` with [`Layout::Frames`].
 fn run_f64<'py, S>(
     rows: &Bound<'py, PyAny>,
     framing: &args::Framing<'py>,
     n_threads: Option<usize>,
+    layout: Layout,
     sink: impl FnOnce(&StftParams) -> PyResult<S>,
 ) -> PyResult<(usize, Bound<'py, PyArray1<S::Out>>)>
 where
@@ -410,12 +411,21 @@ where
     S::Out: numpy::Element,
 {
     if let Ok(a) = rows.extract::<PyReadonlyArray2<'py, f64>>() {
-        return run_rows(a, framing, n_threads, sink);
+        return run_rows(a, framing, n_threads, layout, sink);
     }
     let a = rows
         .extract::<PyReadonlyArray2<'py, f32>>()
         .map_err(|_| param_err("rows must be a 2-D float64 or float32 array"))?;
-    run_rows(a, framing, n_threads, sink)
+    run_rows(a, framing, n_threads, layout, sink)
+}
+
+/// The float64 STFT's layout for a caller's `frame_major` flag.
+fn layout_of(frame_major: bool) -> Layout {
+    if frame_major {
+        Layout::Frames
+    } else {
+        Layout::Values
+    }
 }
 
 /// [`run_f64`] on rows of one sample type.
@@ -423,6 +433,7 @@ fn run_rows<'py, S, X>(
     rows: PyReadonlyArray2<'py, X>,
     framing: &args::Framing<'py>,
     n_threads: Option<usize>,
+    layout: Layout,
     sink: impl FnOnce(&StftParams) -> PyResult<S>,
 ) -> PyResult<(usize, Bound<'py, PyArray1<S::Out>>)>
 where
@@ -458,7 +469,7 @@ where
     let dst = unsafe { out.as_slice_mut() }
         .map_err(|_| internal_err("internal error: a new array is not contiguous"))?;
     let frames = gateway::run(py, work, |c| {
-        stft_f64_sink_into(&slices, &p, &w, n_threads, c, &sink, dst)
+        stft_f64_sink_into(&slices, &p, &w, n_threads, c, &sink, layout, dst)
     })?;
     Ok((frames, out))
 }
@@ -466,47 +477,57 @@ where
 /// Double-precision STFT of `rows` `[items, n]` (the float64 path; float32
 /// rows are widened sample by sample, as librosa's float32 frames are):
 /// `(frames, data)` with `data` `[items * (1 + n_fft/2) * frames]` in
-/// librosa's `[items, freqs, frames]` order, complex128, or complex64 (the
-/// double-precision result rounded once) with `single`. `window` is a name
-/// or a 1-D float64 array of `win_length` coefficients.
+/// librosa's `[items, freqs, frames]` order, or `[items, frames, freqs]`
+/// with `frame_major` (each frame written where it is computed: the
+/// caller's view with the last two axes swapped is librosa's own Fortran
+/// layout); complex128, or complex64 (the double-precision result rounded
+/// once) with `single`. `window` is a name or a 1-D float64 array of
+/// `win_length` coefficients.
 #[pyfunction]
-#[pyo3(signature = (rows, framing, n_threads=None, single=false))]
+#[pyo3(signature = (rows, framing, n_threads=None, single=false, frame_major=false))]
 pub fn stft_f64<'py>(
     rows: &Bound<'py, PyAny>,
     framing: args::Framing<'py>,
     n_threads: Option<&Bound<'py, PyAny>>,
     single: bool,
+    frame_major: bool,
 ) -> PyResult<(usize, Bound<'py, PyAny>)> {
     let n_threads = args::threads(n_threads)?;
+    let layout = layout_of(frame_major);
     if single {
-        let (t, a) = run_f64(rows, &framing, n_threads, |_| Ok(Complex64Out))?;
+        let (t, a) = run_f64(rows, &framing, n_threads, layout, |_| Ok(Complex64Out))?;
         return Ok((t, a.into_any()));
     }
-    let (t, a) = run_f64(rows, &framing, n_threads, |_| Ok(Complex128Out))?;
+    let (t, a) = run_f64(rows, &framing, n_threads, layout, |_| Ok(Complex128Out))?;
     Ok((t, a.into_any()))
 }
 
 /// Double-precision `|STFT|^power` of `rows` `[items, n]` (float64, or
 /// float32 widened sample by sample), projected on librosa's mel filterbank when `mel` is given:
 /// `(frames, data)` with `data` `[items * width * frames]` float64 in
-/// `[items, width, frames]` order (`width`: `1 + n_fft/2`, or `n_mels`).
+/// `[items, width, frames]` order, or `[items, frames, width]` with
+/// `frame_major` (see [`stft_f64`]); `width` is `1 + n_fft/2`, or `n_mels`.
 #[pyfunction]
-#[pyo3(signature = (rows, framing, power=2.0, mel=None, n_threads=None))]
+#[pyo3(signature = (rows, framing, power=2.0, mel=None, n_threads=None, frame_major=false))]
 pub fn spectrogram_f64<'py>(
     rows: &Bound<'py, PyAny>,
     framing: args::Framing<'py>,
     power: f64,
     mel: Option<args::MelArgs<'py>>,
     n_threads: Option<&Bound<'py, PyAny>>,
+    frame_major: bool,
 ) -> PyResult<(usize, Bound<'py, PyArray1<f64>>)> {
     let n_threads = args::threads(n_threads)?;
     check_power_f64(power).map_err(to_py)?;
+    let layout = layout_of(frame_major);
     let Some(mel) = mel else {
-        return run_f64(rows, &framing, n_threads, |_| Ok(PowerOut { power }));
+        return run_f64(rows, &framing, n_threads, layout, |_| {
+            Ok(PowerOut { power })
+        });
     };
     let mut bank = None;
     let bank = &mut bank;
-    run_f64(rows, &framing, n_threads, |p| {
+    run_f64(rows, &framing, n_threads, layout, |p| {
         let b: &MelBank = bank.insert(mel.bank(p.n_fft)?);
         Ok(MelOut { power, bank: b })
     })

@@ -18,9 +18,10 @@ agl_fast.compat.librosa script.py`` runs a script that way and
 Parameter errors are instances of :class:`agl_fast.exceptions.ParameterError`
 and, when librosa is importable, of ``librosa.util.exceptions.ParameterError``
 (see :mod:`._errors`). Where agl-fast has no equivalent of an option (a
-``res_type`` other than ``soxr_hq``/``soxr_vhq``, an input that is not a file
-path, a container the decoder does not read), the call is handed to librosa
-itself, counted in :func:`coverage` with its reason and logged at DEBUG.
+``res_type`` other than ``polyphase``, soxr's included, an input that is not
+a file path, a container the decoder does not read), the call is handed to
+librosa itself, counted in :func:`coverage` with its reason and logged at
+DEBUG.
 """
 
 from __future__ import annotations
@@ -78,10 +79,6 @@ __all__ = [
     "uninstall",
     "util",
 ]
-
-# librosa resampling modes with an agl-fast filter of the same design
-# (band-limited sinc, soxr's pass band and attenuation; see agl_fast.audio).
-RESAMPLE_PRESETS = {"soxr_hq": "hq", "soxr_vhq": "vhq"}
 
 # Every res_type librosa.resample knows (0.10); another name is refused here
 # instead of reaching librosa's fall-through import of an optional backend.
@@ -280,13 +277,13 @@ def load(
     dtype: Any = np.float32,
     res_type: str = "soxr_hq",
 ) -> tuple[np.ndarray, float]:
-    """``librosa.load`` decoded (and, for ``soxr_hq``/``soxr_vhq``, resampled)
-    in Rust: ``(y, sr)`` with ``y`` ``[shape=(n,)]`` (mono) or
-    ``[shape=(channels, n)]``.
+    """``librosa.load`` decoded in Rust: ``(y, sr)`` with ``y``
+    ``[shape=(n,)]`` (mono) or ``[shape=(channels, n)]``.
 
-    Other ``res_type`` values decode here and resample with
-    :func:`resample` (which hands them to librosa). Inputs that are not a
-    path (``soundfile.SoundFile``, file-like or audioread objects) and
+    A file at another rate than ``sr`` is decoded at its own rate, then
+    converted by :func:`resample` (``polyphase`` natively, the ``soxr_*``
+    types and the rest by librosa, as librosa's loader does). Inputs that are
+    not a path (``soundfile.SoundFile``, file-like or audioread objects) and
     containers the decoder does not read go to librosa's own loader.
     """
     from ... import audio
@@ -316,15 +313,13 @@ def load(
         )
     if sr is not None and (not np.isfinite(sr) or sr <= 0):
         raise _ParameterError(f"sr={sr} must be a positive, finite sample rate")
-    native_rate = sr is not None and float(sr).is_integer() and res_type in RESAMPLE_PRESETS
     try:
         y, out_sr = audio.load(
             path,
-            sr=int(sr) if native_rate else None,  # type: ignore[arg-type]
+            sr=None,
             mono=mono,
             offset=float(offset),
             duration=None if duration is None else float(duration),
-            res_type=RESAMPLE_PRESETS.get(res_type, "hq"),
         )
     except AudioDecodeError as exc:
         if not os.path.isfile(path):  # a special file is no fallback case
@@ -332,10 +327,29 @@ def load(
         return handed_over("load", f"the decoder cannot read {os.fspath(path)!r} ({exc})")(  # type: ignore[no-any-return]
             path, **kwargs
         )
-    if sr is not None and not native_rate and out_sr != sr:
+    if sr is not None and out_sr != sr:
         y = resample(y, orig_sr=out_sr, target_sr=sr, res_type=res_type)
         return y.astype(dtype, copy=False), sr
     return y.astype(dtype, copy=False), out_sr
+
+
+def _check_conversion(orig_sr: float, target_sr: float) -> None:
+    """agl-fast's limits on a rate conversion (``agl_fast.audio``'s
+    ``MAX_SAMPLE_RATE`` on both rates, ``MAX_RATIO`` on the factor), checked
+    before any resampler, librosa's included, allocates its output."""
+    from ... import audio
+
+    for name, rate in (("orig_sr", orig_sr), ("target_sr", target_sr)):
+        if rate > audio.MAX_SAMPLE_RATE:
+            raise _ParameterError(
+                f"{name}={rate!r} Hz is above the {audio.MAX_SAMPLE_RATE} Hz agl-fast accepts"
+            )
+    factor = max(orig_sr / target_sr, target_sr / orig_sr)
+    if factor > audio.MAX_RATIO:
+        raise _ParameterError(
+            f"resampling {orig_sr!r} Hz to {target_sr!r} Hz changes the rate by {factor:.4g}x, "
+            f"above the factor of {audio.MAX_RATIO:g} agl-fast accepts"
+        )
 
 
 def _resample_hand_over(
@@ -344,14 +358,15 @@ def _resample_hand_over(
     """Why :func:`resample` hands this call to librosa ("" when it does not)."""
     from ... import audio
 
-    poly = res_type == "polyphase"
-    if res_type not in RESAMPLE_PRESETS and not poly:
+    if res_type.startswith("soxr_"):
+        return f"res_type={res_type!r} is soxr's own filter: librosa's call gives its exact output"
+    if res_type != "polyphase":
         return f"res_type={res_type!r} has no equivalent agl-fast filter"
     if not (float(orig_sr).is_integer() and float(target_sr).is_integer()) or keywords:
         return "non-integer rates or fix_length keywords are not accelerated"
-    if poly and y.dtype not in (np.float32, np.float64):
+    if y.dtype not in (np.float32, np.float64):
         return f"polyphase on {y.dtype} data is not accelerated"
-    if poly and max(orig_sr, target_sr) > audio.MAX_SAMPLE_RATE:
+    if max(orig_sr, target_sr) > audio.MAX_SAMPLE_RATE:
         # the filter has 20 taps per unit of the larger reduced rate
         return f"polyphase above {audio.MAX_SAMPLE_RATE} Hz is not accelerated"
     return ""
@@ -369,13 +384,12 @@ def resample(
     axis: int = -1,
     **kwargs: Any,
 ) -> np.ndarray:
-    """``librosa.resample``. ``soxr_hq`` and ``soxr_vhq`` with integer rates
-    run agl-fast's resampler (agreeing with soxr to -80 dB below the signal
-    for content under 0.85 of the output Nyquist frequency); ``polyphase``
-    runs scipy's ``resample_poly`` filter natively (see :mod:`._resample`);
-    every other ``res_type`` is librosa's own (librosa must be installed)."""
-    from ... import audio
-
+    """``librosa.resample``. ``polyphase`` with integer rates runs scipy's
+    ``resample_poly`` filter natively (see :mod:`._resample`); every other
+    ``res_type`` is librosa's own (librosa must be installed), the default
+    ``soxr_hq`` included: soxr's filter is its own design, and only soxr
+    gives its output to the bit. Each such call is counted as handed over
+    (see :func:`coverage`)."""
     y = _audio(y)
     orig_sr = _args.real("orig_sr", orig_sr)
     target_sr = _args.real("target_sr", target_sr)
@@ -391,7 +405,7 @@ def resample(
             raise _ParameterError(f"{name}={rate!r} must be a positive, finite sample rate")
     if orig_sr == target_sr:
         return y
-    poly = res_type == "polyphase"
+    _check_conversion(orig_sr, target_sr)
     reason = _resample_hand_over(y, orig_sr, target_sr, res_type, bool(kwargs))
     if reason:
         return handed_over("resample", reason)(  # type: ignore[no-any-return]
@@ -406,17 +420,8 @@ def resample(
         )
     x = np.moveaxis(y, axis, -1)
     lead = x.shape[:-1]
-    if poly:
-        rows = np.ascontiguousarray(x.reshape(int(np.prod(lead)), x.shape[-1]))
-        out = _resample_poly(rows, int(orig_sr), int(target_sr))
-    else:
-        flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]), dtype=np.float32)
-        out = audio.resample(
-            flat,
-            orig_sr=int(orig_sr),
-            target_sr=int(target_sr),
-            res_type=RESAMPLE_PRESETS[res_type],
-        )
+    rows = np.ascontiguousarray(x.reshape(int(np.prod(lead)), x.shape[-1]))
+    out = _resample_poly(rows, int(orig_sr), int(target_sr))
     ratio = float(target_sr) / float(orig_sr)
     n_samples = int(np.ceil(x.shape[-1] * ratio))
     if fix and out.shape[-1] != n_samples:

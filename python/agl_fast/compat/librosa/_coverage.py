@@ -26,7 +26,8 @@ ACCELERATED: dict[str, tuple[str, ...]] = {
         "a file the native decoder cannot read (a container it does not know)",
     ),
     "resample": (
-        "res_type other than soxr_hq / soxr_vhq / polyphase",
+        "res_type other than polyphase: soxr_hq (librosa's default) and the other soxr "
+        "types are soxr's own filter, which only soxr reproduces to the bit",
         "non-integer rates or fix_length keywords",
         "polyphase on data that is not float32 or float64, or rates above MAX_SAMPLE_RATE",
     ),
