@@ -114,9 +114,10 @@ def _count(name: str, value: Any, *, allow_none: bool = False) -> int | None:
     return int(value)
 
 
-def _audio(y: Any, what: str = "y") -> np.ndarray:
+def _audio(y: Any, what: str = "y", finite: bool = True) -> np.ndarray:
     """librosa's ``valid_audio(y, mono=False)``: a floating-point, finite
-    numpy array with at least one dimension."""
+    numpy array with at least one dimension (``finite=False`` leaves out the
+    scan of the values, for a caller that makes it later)."""
     if not isinstance(y, np.ndarray):
         raise _ParameterError(f"Audio data must be of type numpy.ndarray, got {type(y).__name__}")
     if not np.issubdtype(y.dtype, np.floating):
@@ -125,7 +126,7 @@ def _audio(y: Any, what: str = "y") -> np.ndarray:
         raise _ParameterError(
             f"Audio data must be at least one-dimensional, given {what}.shape={y.shape}"
         )
-    if not np.isfinite(y).all():
+    if finite and not np.isfinite(y).all():
         raise _ParameterError("Audio buffer is not finite everywhere")
     return y
 
@@ -390,7 +391,8 @@ def resample(
     ``soxr_hq`` included: soxr's filter is its own design, and only soxr
     gives its output to the bit. Each such call is counted as handed over
     (see :func:`coverage`)."""
-    y = _audio(y)
+    # The values are scanned below, or by librosa on a hand-over.
+    y = _audio(y, finite=False)
     orig_sr = _args.real("orig_sr", orig_sr)
     target_sr = _args.real("target_sr", target_sr)
     res_type = _args.choice("res_type", res_type, LIBROSA_RES_TYPES)
@@ -418,6 +420,7 @@ def resample(
             axis=axis,
             **kwargs,
         )
+    _audio(y)
     x = np.moveaxis(y, axis, -1)
     lead = x.shape[:-1]
     rows = np.ascontiguousarray(x.reshape(int(np.prod(lead)), x.shape[-1]))
