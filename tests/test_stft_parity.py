@@ -93,10 +93,26 @@ def test_spectrogram_power(rng: np.random.Generator, power: float) -> None:
     ],
 )
 def test_mel_filterbank_matches_librosa(kw: dict) -> None:
+    """librosa's float32 filterbank to the bit: numpy's rfftfreq and
+    linspace arithmetic, each weight rounded to float32 as librosa stores it
+    and again after the norm's double-precision product."""
     ours = agl_fast.mel_filterbank(**kw)
     ref = librosa.filters.mel(**kw)
     assert ours.shape == ref.shape and ours.dtype == np.float32
-    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-7 * np.abs(ref).max())
+    np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.filterwarnings("ignore:Empty filters detected")
+def test_mel_filterbank_is_librosas_across_rates_sizes_and_norms() -> None:
+    for sr in (8000, 16000, 22050, 32000, 44100, 48000):
+        for n_fft in (400, 512, 1024, 2048):
+            for n_mels in (40, 128):
+                for htk in (False, True):
+                    for norm in ("slaney", None, 2.0):
+                        kw = dict(sr=sr, n_fft=n_fft, n_mels=n_mels, htk=htk, norm=norm)
+                        ref = librosa.filters.mel(**kw)  # type: ignore[arg-type]
+                        ours = agl_fast.mel_filterbank(**kw)  # type: ignore[arg-type]
+                        np.testing.assert_array_equal(ours, ref, err_msg=str(kw))
 
 
 def test_melspectrogram_and_power_to_db(rng: np.random.Generator) -> None:
@@ -219,9 +235,8 @@ def test_float64_stft_spectrogram_and_mel_match_librosa(rng: np.random.Generator
     """The double-precision path against librosa on float64 stereo audio:
     the complex STFT, ``|X| ** power`` (formed in the same pass) and the mel
     projection (one pass, the filterbank's non-zero weights only) agree to
-    1e-12 of the peak with librosa's arithmetic on agl-fast's filterbank
-    (librosa's own bank differs in float32 rounding: 1e-6 there), and the
-    bits do not depend on the thread count."""
+    1e-12 of the peak with librosa (whose filterbank agl-fast's equals to
+    the bit), and the bits do not depend on the thread count."""
     y = 0.3 * rng.standard_normal((2, 30_011))
     want = librosa.stft(y, **kw)
     got = agl_fast.stft(y, n_threads=1, **kw)
@@ -238,7 +253,8 @@ def test_float64_stft_spectrogram_and_mel_match_librosa(rng: np.random.Generator
         assert M.dtype == np.float64 and M.shape == (2, 64, want.shape[-1])
         close_to_peak(M, np.einsum("...ft,mf->...mt", np.abs(want) ** power, bank), 1e-12)
         theirs = librosa.feature.melspectrogram(y=y, sr=22050, n_mels=64, power=power, **kw)
-        close_to_peak(M, theirs, 1e-6)
+        close_to_peak(M, theirs, 1e-12)
+        np.testing.assert_allclose(M, theirs, rtol=1e-12)
         M2 = agl_fast.melspectrogram(y, sr=22050, n_mels=64, power=power, n_threads=2, **kw)
         np.testing.assert_array_equal(M, M2)
     np.testing.assert_array_equal(got, agl_fast.stft(y, n_threads=2, **kw))

@@ -275,12 +275,14 @@ pub fn ln_f64(x: f64) -> f64 {
 /// floor)) - offset` with `p = x` (or `x * x` with `square`); infinity and
 /// NaN pass through. The same IEEE operations in a scalar call and in every
 /// lane of a vectorised loop.
+/// `FAST` (a normal `floor`) takes [`ln_f64`], otherwise the library's
+/// `log10` (subnormal values); a loop is instantiated for each.
 #[inline(always)]
-fn db10_one(x: f64, floor: f64, offset: f64, square: bool) -> f64 {
+fn db10_one<const FAST: bool>(x: f64, floor: f64, offset: f64, square: bool) -> f64 {
     let p = if square { x * x } else { x };
     // NaN fails `p < floor` and is kept.
     let q = if p < floor { floor } else { p };
-    if floor >= f64::MIN_POSITIVE {
+    if FAST {
         let d = 10.0 * std::f64::consts::LOG10_E * ln_f64(q) - offset;
         if q < f64::INFINITY {
             d
@@ -312,11 +314,11 @@ pub fn db10_floor_f64(
     for (dst, src) in dst.chunks_mut(2048).zip(src.chunks(2048)) {
         if floor >= f64::MIN_POSITIVE {
             for (v, &x) in dst.iter_mut().zip(src) {
-                *v = db10_one(x, floor, offset, square);
+                *v = db10_one::<true>(x, floor, offset, square);
             }
         } else {
             for (v, &x) in dst.iter_mut().zip(src) {
-                *v = db10_one(x, floor, offset, square);
+                *v = db10_one::<false>(x, floor, offset, square);
             }
         }
         let mut it = dst.chunks_exact(4);
@@ -372,16 +374,21 @@ pub fn db10_floor_clip_f64(
         return None;
     }
     // `top` is already squared: the map's own square is not applied again.
-    let max_db = db10_one(top, floor, offset, false);
+    let fast = floor >= f64::MIN_POSITIVE;
+    let max_db = if fast {
+        db10_one::<true>(top, floor, offset, false)
+    } else {
+        db10_one::<false>(top, floor, offset, false)
+    };
     let clip = max_db - top_db;
-    if floor >= f64::MIN_POSITIVE {
+    if fast {
         for (v, &x) in dst.iter_mut().zip(src) {
-            let d = db10_one(x, floor, offset, square);
+            let d = db10_one::<true>(x, floor, offset, square);
             *v = if d < clip { clip } else { d };
         }
     } else {
         for (v, &x) in dst.iter_mut().zip(src) {
-            let d = db10_one(x, floor, offset, square);
+            let d = db10_one::<false>(x, floor, offset, square);
             *v = if d < clip { clip } else { d };
         }
     }

@@ -290,46 +290,57 @@ pub fn librosa_mel(
         }
     }
     let n_freqs = n_fft / 2 + 1;
-    let fftfreqs: Vec<f64> = (0..n_freqs).map(|k| k as f64 * sr / n_fft as f64).collect();
+    // numpy's rfftfreq(n_fft, 1 / sr): k * (1 / (n_fft * (1 / sr))).
+    let val = 1.0 / (n_fft as f64 * (1.0 / sr));
+    let fftfreqs: Vec<f64> = (0..n_freqs).map(|k| k as f64 * val).collect();
     let (mlo, mhi) = (hz_to_mel(fmin, htk), hz_to_mel(fmax, htk));
+    // numpy's linspace(mlo, mhi, n_mels + 2): i * step + mlo, the last
+    // point exactly mhi.
+    let step = (mhi - mlo) / (n_mels + 1) as f64;
     let mel_f: Vec<f64> = (0..n_mels + 2)
         .map(|i| {
-            let m = mlo + (mhi - mlo) * i as f64 / (n_mels + 1) as f64;
+            let m = if i == n_mels + 1 {
+                mhi
+            } else {
+                i as f64 * step + mlo
+            };
             mel_to_hz(m, htk)
         })
         .collect();
+    // librosa's float32 weights: each triangle value rounded to f32 when it
+    // is stored, then scaled in double precision and rounded again (numpy's
+    // in-place product of a float32 array and float64 norms).
     let mut dense = vec![0f32; n_mels * n_freqs];
     for m in 0..n_mels {
         let (f0, f1, f2) = (mel_f[m], mel_f[m + 1], mel_f[m + 2]);
         let (d0, d1) = (f1 - f0, f2 - f1);
-        let mut row = vec![0f64; n_freqs];
-        for (k, &f) in fftfreqs.iter().enumerate() {
+        let row = &mut dense[m * n_freqs..(m + 1) * n_freqs];
+        for (w, &f) in row.iter_mut().zip(&fftfreqs) {
             let lower = -(f0 - f) / d0;
             let upper = (f2 - f) / d1;
-            row[k] = lower.min(upper).max(0.0);
+            *w = lower.min(upper).max(0.0) as f32;
         }
         match norm {
             MelNorm::None => {}
             MelNorm::Slaney => {
                 let enorm = 2.0 / (f2 - f0);
-                row.iter_mut().for_each(|v| *v *= enorm);
+                row.iter_mut()
+                    .for_each(|w| *w = (f64::from(*w) * enorm) as f32);
             }
             MelNorm::Lp(p) => {
                 let length = if p.is_infinite() {
-                    row.iter().fold(0f64, |a, v| a.max(v.abs()))
+                    row.iter().fold(0f64, |a, &w| a.max(f64::from(w).abs()))
                 } else {
                     row.iter()
-                        .map(|v| v.abs().powf(p))
+                        .map(|&w| f64::from(w).abs().powf(p))
                         .sum::<f64>()
                         .powf(1.0 / p)
                 };
                 if length > f64::MIN_POSITIVE {
-                    row.iter_mut().for_each(|v| *v /= length);
+                    row.iter_mut()
+                        .for_each(|w| *w = (f64::from(*w) / length) as f32);
                 }
             }
-        }
-        for (k, v) in row.into_iter().enumerate() {
-            dense[m * n_freqs + k] = v as f32;
         }
     }
     Ok(MelBank::from_dense(n_mels, n_freqs, dense))
