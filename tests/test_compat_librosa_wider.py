@@ -185,3 +185,32 @@ def test_pcen(music: np.ndarray, dtype: type) -> None:
                 {"max_size": 0}, {"b": 2.0}):  # fmt: skip
         with pytest.raises(librosa.util.exceptions.ParameterError):
             compat.pcen(M, **bad)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_spectral_rolloff_is_librosas_bit_for_bit(music: np.ndarray, dtype: type) -> None:
+    """The first bin reaching the threshold (rising bin frequencies) gives
+    librosa's nanmin to the bit: any roll_percent, multichannel, a silent
+    frame, a NaN frame (librosa counts a NaN comparison as reached) and
+    user frequencies that fall (librosa's own formula then)."""
+    import warnings
+
+    y = music.astype(dtype)
+    for kw in ({}, {"roll_percent": 0.05}, {"roll_percent": 0.99}, {"n_fft": 512}):
+        want = librosa.feature.spectral_rolloff(y=y, **kw)
+        got = compat.feature.spectral_rolloff(y=y, **kw)
+        assert got.dtype == want.dtype == np.float64
+        np.testing.assert_array_equal(got, want)
+    S = np.abs(librosa.stft(np.stack([y, y[::-1]])))
+    S[..., 3] = 0
+    S[1, 7, 5] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither warns here
+        np.testing.assert_array_equal(
+            compat.feature.spectral_rolloff(S=S), librosa.feature.spectral_rolloff(S=S)
+        )
+    falling = np.linspace(0, 11025, S.shape[-2])[::-1].copy()
+    np.testing.assert_array_equal(
+        compat.feature.spectral_rolloff(S=S[0], freq=falling),
+        librosa.feature.spectral_rolloff(S=S[0], freq=falling),
+    )

@@ -161,8 +161,18 @@ pub fn to_db_into(src: &[f32], dst: &mut [f32], p: &DbParams, amplitude: bool) -
             to_db_into_impl(src, dst, p, amplitude)
         }
         if crate::fastmath::has_avx2_fma() {
-            // SAFETY: the CPU supports AVX2 and FMA (checked above).
-            if unsafe { avx2(src, dst, p, amplitude) } {
+            // Sixteen lanes where the CPU has AVX-512 (the same operations
+            // per lane, so the same bits), eight with AVX2.
+            let fused = if crate::fastmath::has_avx512() {
+                crate::fastmath::vectorized_wide(
+                    #[inline(always)]
+                    || to_db_into_impl(src, dst, p, amplitude),
+                )
+            } else {
+                // SAFETY: the CPU supports AVX2 and FMA (checked above).
+                unsafe { avx2(src, dst, p, amplitude) }
+            };
+            if fused {
                 return Ok(());
             }
             return to_db_exact(src, dst, p, amplitude);

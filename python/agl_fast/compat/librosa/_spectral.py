@@ -11,6 +11,7 @@ librosa's to float rounding.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -208,8 +209,29 @@ def spectral_rolloff(
     f = _frequencies(freq, sr, n_fft, S)
     total = np.cumsum(S, axis=-2)
     threshold = np.expand_dims(roll_percent * total[..., -1, :], axis=-2)
+    bins = f.reshape(-1)
+    if f.ndim == S.ndim and f.shape[-1] == 1 and bins.size == S.shape[-2]:
+        if bins.size < 2 or bool(np.all(bins[1:] >= bins[:-1])):
+            # librosa's test is `total < threshold` (a NaN compares False
+            # there, and so counts as reached).
+            return _first_rolloff(~(total < threshold), bins)
     ind = np.where(total < threshold, np.nan, 1)
     return np.nanmin(ind * f, axis=-2, keepdims=True)  # type: ignore[no-any-return]
+
+
+def _first_rolloff(hit: np.ndarray, bins: np.ndarray) -> np.ndarray:
+    """librosa's ``nanmin`` of the frequencies where the cumulative energy
+    reaches the threshold, for frequencies that never decrease along the
+    bins: the frequency of the first such bin (``hit`` ``[..., freq, t]``),
+    NaN (with numpy's all-NaN warning) for a frame with none. Float64, as
+    librosa's."""
+    first = np.argmax(hit, axis=-2)
+    out = np.asarray(bins, dtype=np.float64)[first]
+    none = ~hit.any(axis=-2)
+    if none.any():
+        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
+        out[none] = np.nan
+    return np.expand_dims(out, axis=-2)
 
 
 #: Longest frame accepted (the centring pads by half of it on both sides).
