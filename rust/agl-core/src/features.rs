@@ -281,8 +281,11 @@ fn binaural_lanes(lr: &[f32], li: &[f32], rr: &[f32], ri: &[f32], out: [&mut [f3
 }
 
 /// One bin of [`binaural_bins`], branch-free; the flag is set when a
-/// non-zero bin's squared magnitude underflows (redo it with
-/// [`binaural_exact`]).
+/// non-zero bin's squared magnitude underflows, or either squared magnitude
+/// overflows (redo it with [`binaural_exact`]).
+///
+/// `e^{i(phi_r - phi_l)} = b conj(a) / (|a| |b|)`, with one division per
+/// bin; a zero side stands for the unit phasor `1 + 0i`.
 #[inline(always)]
 fn binaural_one(a: Complex32, b: Complex32) -> ([f32; 4], bool) {
     let pl = a.re * a.re + a.im * a.im;
@@ -291,25 +294,30 @@ fn binaural_one(a: Complex32, b: Complex32) -> ([f32; 4], bool) {
     let mr = pr.sqrt();
     let okl = pl >= f32::MIN_POSITIVE;
     let okr = pr >= f32::MIN_POSITIVE;
-    let tiny = (!okl & ((a.re != 0.0) | (a.im != 0.0))) | (!okr & ((b.re != 0.0) | (b.im != 0.0)));
-    let il = 1.0 / if okl { ml } else { 1.0 };
-    let ir = 1.0 / if okr { mr } else { 1.0 };
-    let (lc, ls) = if okl {
-        (a.re * il, a.im * il)
+    // Both at least sqrt(MIN_POSITIVE) and at most sqrt(MAX): their product
+    // is a normal, finite number.
+    let big = !(pl <= f32::MAX) | !(pr <= f32::MAX);
+    let tiny =
+        (!okl & ((a.re != 0.0) | (a.im != 0.0))) | (!okr & ((b.re != 0.0) | (b.im != 0.0))) | big;
+    let (lc, ls, nl) = if okl {
+        (a.re, a.im, ml)
     } else {
-        (1.0, 0.0)
+        (1.0, 0.0, 1.0)
     };
-    let (rc, rs) = if okr {
-        (b.re * ir, b.im * ir)
+    let (rc, rs, nr) = if okr {
+        (b.re, b.im, mr)
     } else {
-        (1.0, 0.0)
+        (1.0, 0.0, 1.0)
     };
-    // e^{i(phi_r - phi_l)} = u_r * conj(u_l)
-    ([ml, mr, rc * lc + rs * ls, rs * lc - rc * ls], tiny)
+    let inv = 1.0 / (nl * nr);
+    (
+        [ml, mr, (rc * lc + rs * ls) * inv, (rs * lc - rc * ls) * inv],
+        tiny,
+    )
 }
 
 /// One bin of [`binaural_bins`] in double precision (bins whose squared
-/// magnitude underflows f32).
+/// magnitude underflows or overflows f32).
 fn binaural_exact(a: Complex32, b: Complex32) -> [f32; 4] {
     let unit = |c: Complex32| -> (f64, f64) {
         let (re, im) = (c.re as f64, c.im as f64);
