@@ -343,31 +343,33 @@ pub fn stft_f64_sink_into<S: Sink, X: Sample>(
                 let mut spectrum = plan.make_output_vec();
                 let mut scratch = plan.make_scratch_vec();
                 let mut power = vec![0.0f64; n_freqs];
-                let mut cols = vec![S::Out::default(); block * width];
-                let mut run = vec![S::Out::default(); block];
+                // Frame `t` of `x` through the transform into the sink's
+                // `width` values `col`.
+                let mut one = |t: usize, col: &mut [S::Out]| {
+                    framer.frame(x, t, &mut frame);
+                    // Lengths match the plan by construction.
+                    match sink.as_spectrum(col) {
+                        Some(dst) => {
+                            let _ = plan.process_with_scratch(&mut frame, dst, &mut scratch);
+                        }
+                        None => {
+                            let _ =
+                                plan.process_with_scratch(&mut frame, &mut spectrum, &mut scratch);
+                            sink.emit(&spectrum, col, &mut power);
+                        }
+                    }
+                };
                 if layout == Layout::Frames {
                     for (t, col) in item.chunks_exact_mut(width).enumerate() {
                         if t % 64 == 0 && cancel.is_cancelled() {
                             return;
                         }
-                        framer.frame(x, t, &mut frame);
-                        // Lengths match the plan by construction.
-                        match sink.as_spectrum(col) {
-                            Some(dst) => {
-                                let _ = plan.process_with_scratch(&mut frame, dst, &mut scratch);
-                            }
-                            None => {
-                                let _ = plan.process_with_scratch(
-                                    &mut frame,
-                                    &mut spectrum,
-                                    &mut scratch,
-                                );
-                                sink.emit(&spectrum, col, &mut power);
-                            }
-                        }
+                        one(t, col);
                     }
                     return;
                 }
+                let mut cols = vec![S::Out::default(); block * width];
+                let mut run = vec![S::Out::default(); block];
                 let mut t0 = 0;
                 while t0 < n_frames {
                     if cancel.is_cancelled() {
@@ -375,21 +377,7 @@ pub fn stft_f64_sink_into<S: Sink, X: Sample>(
                     }
                     let nb = block.min(n_frames - t0);
                     for (b, col) in cols.chunks_exact_mut(width).take(nb).enumerate() {
-                        framer.frame(x, t0 + b, &mut frame);
-                        // Lengths match the plan by construction.
-                        match sink.as_spectrum(col) {
-                            Some(dst) => {
-                                let _ = plan.process_with_scratch(&mut frame, dst, &mut scratch);
-                            }
-                            None => {
-                                let _ = plan.process_with_scratch(
-                                    &mut frame,
-                                    &mut spectrum,
-                                    &mut scratch,
-                                );
-                                sink.emit(&spectrum, col, &mut power);
-                            }
-                        }
+                        one(t0 + b, col);
                     }
                     transpose_block(&cols, width, nb, item, n_frames, t0, &mut run);
                     t0 += nb;
