@@ -46,14 +46,22 @@ def _best(f, repeat):
     return best
 
 
-def _model_path(args, tmp: str) -> Path | None:
-    if args.model:
+def _model_path(args, tmp: str, half: bool = False) -> Path | None:
+    if args.model and not half:
         return Path(args.model)
     try:
         from agl_fast.torch import efficientat as eat
     except ImportError:
         return None
-    return eat.export_onnx(eat.get_model("mn10_as").eval(), Path(tmp) / "mn10.onnx")
+    import torch
+
+    torch.manual_seed(0)  # the same random weights for both precisions
+    net = eat.get_model("mn10_as").eval()
+    with torch.no_grad():  # a fresh model's outputs are all 0.5: spread them
+        for p in net.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    name = "mn10_fp16.onnx" if half else "mn10.onnx"
+    return eat.export_onnx(net, Path(tmp) / name, half=half)
 
 
 def sweep(args) -> int:
@@ -62,29 +70,36 @@ def sweep(args) -> int:
     from agl_fast.tagging import OnnxModel
 
     tmp = tempfile.TemporaryDirectory()
-    path = _model_path(args, tmp.name)
-    if path is None:
+    precisions = ["fp32", "fp16"] if args.fp16 else ["fp32"]
+    paths = {p: _model_path(args, tmp.name, half=p == "fp16") for p in precisions}
+    if any(path is None for path in paths.values()):
         print("needs torch (to export mn10) or --model", file=sys.stderr)
         return 2
     sizes = [int(s) for s in args.sweep.split(",")]
     budget = 1.0 if args.quick else 5.0  # seconds per measurement
     rng = np.random.default_rng(0)
+    if args.fp16:  # the price of float16: probabilities against float32's
+        x = (rng.standard_normal((8, 1, 128, 1000)) * 2).astype(np.float32)
+        p32, p16 = (OnnxModel(paths[p], (1, 128, 1000), device=args.device)(x) for p in precisions)
+        print(f"\nfp16 export: max |p16 - p32| = {np.abs(p16 - p32).max():.2e} over "
+              f"{p32.size} probabilities (spread {p32.min():.3f}..{p32.max():.3f})")  # fmt: skip
     print(f"\nmn10 alone, device {args.device}, input [b, 1, 128, 1000]\n")
-    print("| batch | I/O binding | provider | ms/batch | windows/s |")
-    print("|---:|---|---|---:|---:|")
+    print("| batch | precision | I/O binding | provider | ms/batch | windows/s |")
+    print("|---:|---|---|---|---:|---:|")
     for b in sizes:
         x = rng.standard_normal((b, 1, 128, 1000)).astype(np.float32)
-        for io in (True, False):
-            m = OnnxModel(path, (1, 128, 1000), device=args.device, buckets=(b,), io_binding=io)
-            m(x)
-            n, t0 = 0, time.perf_counter()
-            while time.perf_counter() - t0 < budget or n < 3:
+        for prec in precisions:
+            for io in (True, False):
+                m = OnnxModel(paths[prec], (1, 128, 1000), device=args.device, buckets=(b,),
+                              io_binding=io)  # fmt: skip
                 m(x)
-                n += 1
-            dt = (time.perf_counter() - t0) / n
-            print(
-                f"| {b} | {'yes' if io else 'no'} | {m.provider} | {1e3 * dt:.2f} | {b / dt:.0f} |"
-            )
+                n, t0 = 0, time.perf_counter()
+                while time.perf_counter() - t0 < budget or n < 3:
+                    m(x)
+                    n += 1
+                dt = (time.perf_counter() - t0) / n
+                print(f"| {b} | {prec} | {'yes' if io else 'no'} | {m.provider} | "
+                      f"{1e3 * dt:.2f} | {b / dt:.0f} |")  # fmt: skip
     return 0
 
 
@@ -94,6 +109,11 @@ def main() -> int:
     ap.add_argument("--model", help="exported mn10 ONNX (default: export a random one)")
     ap.add_argument("--threads", type=int, default=None, help="threads (default: all CPUs)")
     ap.add_argument("--sweep", help="model alone over batch sizes, e.g. 1,2,4,...,1024")
+    ap.add_argument(
+        "--fp16",
+        action="store_true",
+        help="with --sweep: also the float16 export, and its difference",
+    )
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="tagger device")
     args = ap.parse_args()
     if args.sweep:

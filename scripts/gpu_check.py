@@ -12,16 +12,23 @@ Measures, on random-weight models built here (no download):
   mixtures and ``bat`` features), optimiser steps/s after the first steps,
   and the peak GPU memory; ``model_only_steps_per_s`` is the same step on
   one batch held on the GPU (the bound without the data path);
-* ``sage_eval``: :func:`agl_fast.spatial.fit.evaluate_stream` clips/s.
+* ``sage_eval``: :func:`agl_fast.spatial.fit.evaluate_stream` clips/s;
+* ``owl``: one OWL training step (:class:`agl_fast.torch.owl.OwlModel`: the
+  SAGE ViT-B above, frozen; the 8-layer Q-Former; LoRA r 8 on a decoder of
+  LLaMA-2-7B's shape with random weights, held in bfloat16) under bf16
+  autocast at global batch 8 on one GPU, optimiser steps/s and peak GPU
+  memory: the step rate that docs/owl.md turns into run times.
 
 ``--tiny`` runs the same code on the CPU at a tiny size (a 1 x 32 SAGE,
-0.5 s clips, 1 s tagging windows, batches 1/2/4) in seconds; a test runs it.
+0.5 s clips, 1 s tagging windows, batches 1/2/4, a 2-layer decoder) in
+seconds; a test runs it. ``--only`` runs some sections.
 Every section records its error instead of stopping the others; the exit
 status is 1 if one failed.
 
 Usage::
 
     python scripts/gpu_check.py [--out gpu_check.json] [--tiny] [--workers 8]
+                                [--only tagging,sage,owl]
 """
 
 from __future__ import annotations
@@ -42,11 +49,19 @@ import numpy as np
 FULL = {"device": "cuda", "tag_window_s": 10.0, "tag_batches": [1, 32, 128], "tag_windows": 256,
         "sage": {"embed_dim": 768, "depth": 12, "num_heads": 12, "target_frame": 1024},
         "batch": 64, "clip_s": 10.0, "train_steps": 30, "warm_steps": 5, "eval_clips": 640,
-        "bank_rirs": 64, "rir_len": 64000, "sources": 256}  # fmt: skip
+        "bank_rirs": 64, "rir_len": 64000, "sources": 256,
+        "owl": {"llm": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                        "num_attention_heads": 32, "num_key_value_heads": 32,
+                        "vocab_size": 32000},
+                "batch": 8, "text_tokens": 64, "steps": 10, "warm_steps": 3}}  # fmt: skip
 TINY = {"device": "cpu", "tag_window_s": 1.0, "tag_batches": [1, 2, 4], "tag_windows": 8,
         "sage": {"embed_dim": 32, "depth": 1, "num_heads": 2, "target_frame": 64},
         "batch": 8, "clip_s": 0.5, "train_steps": 6, "warm_steps": 2, "eval_clips": 16,
-        "bank_rirs": 20, "rir_len": 4000, "sources": 16}  # fmt: skip
+        "bank_rirs": 20, "rir_len": 4000, "sources": 16,
+        "owl": {"llm": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                        "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 256},
+                "batch": 2, "text_tokens": 16, "steps": 3, "warm_steps": 1}}  # fmt: skip
+SECTIONS = ("tagging", "sage", "owl")
 
 
 def _tagging(s: dict[str, Any], tmp: Path) -> dict[str, Any]:
@@ -154,6 +169,65 @@ def _model_only(model: Any, s: dict[str, Any], dev: str) -> float:
     return n / (time.perf_counter() - t)
 
 
+def _owl(s: dict[str, Any]) -> dict[str, Any]:
+    """Steps/s of one OWL training step at global batch 8 on one device."""
+    import contextlib
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from agl_fast.torch.owl import IGNORE_INDEX, OwlConfig, OwlModel
+    from agl_fast.torch.sage import SageConfig, SageEncoder
+
+    o, dev = s["owl"], s["device"]
+    cuda = dev == "cuda"
+    torch.manual_seed(0)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    with torch.device(dev):
+        encoder = SageEncoder(SageConfig(**s["sage"]))
+        torch.set_default_dtype(torch.bfloat16)  # the frozen decoder, as --decoder-dtype
+        try:
+            llm = LlamaForCausalLM(LlamaConfig(**o["llm"]))
+        finally:
+            torch.set_default_dtype(torch.float32)
+    model = OwlModel(encoder, llm, OwlConfig()).to(dev)  # projector and LoRA in float32
+    counts = model.check_trainable()
+    b, n = o["batch"], o["text_tokens"]
+    frames = 1 + round(s["clip_s"] * 32000) // 320
+    feats = torch.randn(b, 4, frames, 128, device=dev)
+    ids = torch.randint(3, o["llm"]["vocab_size"], (b, n), device=dev)
+    mask = torch.ones_like(ids)
+    labels = ids.clone()
+    labels[:, : n // 2] = IGNORE_INDEX  # the prompt half carries no loss
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    model.train()
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext()
+    for i in range(o["steps"] + o["warm_steps"]):
+        if i == o["warm_steps"]:
+            if cuda:
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+        with autocast:
+            loss = model(feats, ids, mask, labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    if cuda:
+        torch.cuda.synchronize()
+    rate = o["steps"] / (time.perf_counter() - t)
+    out: dict[str, Any] = {"decoder": o["llm"], "decoder_dtype": "bfloat16",
+                           "precision": "bf16" if cuda else "float32", "batch": b,
+                           "tokens": model.cfg.n_queries + n, "steps": o["steps"],
+                           "steps_per_s": rate, "trainable": counts["trainable"],
+                           "total_parameters": counts["total"]}  # fmt: skip
+    if cuda:
+        out["peak_gpu_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    return out
+
+
 def _run(name: str, fn: Any, report: dict[str, Any]) -> bool:
     t = time.perf_counter()
     try:
@@ -170,9 +244,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("gpu_check.json"), help="JSON report")
     ap.add_argument("--tiny", action="store_true", help="CPU, tiny sizes (seconds)")
+    ap.add_argument(
+        "--only",
+        default=",".join(SECTIONS),
+        help=f"comma-separated sections to run, of {','.join(SECTIONS)}",
+    )
     ap.add_argument("--workers", type=int, default=None,
                     help="DataLoader workers (default: 0 with --tiny, else CPUs - 2)")  # fmt: skip
     args = ap.parse_args(argv)
+    only = [x for x in args.only.split(",") if x]
+    if not only or set(only) - set(SECTIONS):
+        ap.error(f"--only takes sections of {list(SECTIONS)}, got {args.only!r}")
     import onnxruntime
     import torch
 
@@ -187,8 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
-        ok = _run("tagging", lambda: _tagging(s, Path(d)), report)
-        ok &= _run("sage", lambda: _sage(s, Path(d), workers), report)
+        steps = {"tagging": lambda: _tagging(s, Path(d)),
+                 "sage": lambda: _sage(s, Path(d), workers), "owl": lambda: _owl(s)}  # fmt: skip
+        ok = True
+        for name in only:
+            ok &= _run(name, steps[name], report)
     report["seconds"] = time.perf_counter() - t0
     args.out.write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))

@@ -72,6 +72,30 @@ def test_torch_and_onnxruntime_agree(tmp_path, name):
     np.testing.assert_allclose(got, ref, atol=1e-4, rtol=0)
 
 
+def test_half_export_computes_in_float16_between_float32_edges(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    torch.manual_seed(1)
+    model = _randomize_bn(eat.get_model("mn10_as")).eval()
+    path = eat.export_onnx(model, tmp_path / "h.onnx", frames=200, probabilities=False,
+                           half=True)  # fmt: skip
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # the caller's model
+    graph = onnx.load(str(path)).graph
+    f32, f16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
+    assert graph.input[0].type.tensor_type.elem_type == f32
+    assert graph.output[0].type.tensor_type.elem_type == f32
+    weights = [t for t in graph.initializer if len(t.dims) > 1]
+    assert weights and all(t.data_type == f16 for t in weights)
+    x = torch.randn(3, 1, 128, 200)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"mel": x.numpy()})[0]
+    assert got.dtype == np.float32 and got.shape == (3, 527)
+    # float16 rounding through 15 blocks: close to float32, but not equal
+    err = np.abs(got - ref).max() / np.abs(ref).max()
+    assert 0 < err < 2e-2, err
+
+
 def test_checkpoint_roundtrip_and_export_cli(tmp_path, capsys):
     torch.manual_seed(1)
     model = _randomize_bn(eat.get_model("mn04_as")).eval()

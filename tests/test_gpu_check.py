@@ -13,6 +13,8 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
+pytest.importorskip("transformers")  # the OWL section's decoder
+pytest.importorskip("peft")
 
 import agl_fast
 
@@ -40,3 +42,21 @@ def test_gpu_check_tiny_runs_on_the_cpu(tmp_path):
     assert train["batch"] == 8 and train["precision"] == "bf16" and train["steps"] == 6
     assert train["steps_per_s"] > 0 and train["model_only_steps_per_s"] > 0
     assert ev["clips"] == 16 and ev["clips_per_s"] > 0
+    owl = rep["owl"]
+    assert owl["batch"] == 2 and owl["steps"] == 3 and owl["steps_per_s"] > 0
+    assert owl["tokens"] == 64 + 16  # the audio queries and the text
+    assert 0 < owl["trainable"] < owl["total_parameters"]
+
+
+def test_gpu_check_only_runs_the_sections_named(tmp_path):
+    out = tmp_path / "only.json"
+    env = {**os.environ, "PYTHONPATH": PKG_ROOT, "OMP_NUM_THREADS": "1"}
+    script = str(ROOT / "scripts" / "gpu_check.py")
+    r = subprocess.run([sys.executable, script, "--tiny", "--only", "owl", "--out", str(out)],
+                       capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rep = json.loads(out.read_text())
+    assert "owl" in rep and "tagging" not in rep and "sage" not in rep
+    bad = subprocess.run([sys.executable, script, "--tiny", "--only", "owl,gpu"],
+                         capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert bad.returncode == 2 and "--only takes sections of" in bad.stderr

@@ -58,6 +58,20 @@ def test_long_clip_windows_are_slices():
     assert w[-1].tolist() == list(range(17, 27))
 
 
+def test_windows_equal_strided_views_and_refuse_starts_out_of_range():
+    rng = np.random.default_rng(3)
+    y = rng.standard_normal(5000).astype(np.float32)
+    starts = np.sort(rng.integers(0, 5000 - 700 + 1, size=40))
+    w = extract_windows(y, starts, 700)
+    view = np.lib.stride_tricks.sliding_window_view(y, 700)[starts]
+    assert w.dtype == np.float32 and w.flags.c_contiguous
+    np.testing.assert_array_equal(w, view)
+    assert extract_windows(y, np.zeros(0, np.int64), 700).shape == (0, 700)
+    for bad in ([-1], [4301]):  # before the clip; past its end (n - win = 4300)
+        with pytest.raises(ParameterError, match=r"window starts must lie in \[0, 4300\]"):
+            extract_windows(y, np.array(bad), 700)
+
+
 def test_time_fractions_hand_computed():
     # windows [0,10) [5,15) [10,20); clip n = 20; one class
     probs = np.array([[0.9], [0.2], [0.6]], np.float32)

@@ -101,8 +101,13 @@ def extract_windows(
         else:
             raise ParameterError(f"pad must be 'repeat' or 'zero', got pad={pad!r}")
         return filled[None, :].astype(np.float32, copy=False)
-    idx = starts[:, None] + np.arange(win)[None, :]
-    return y[idx]
+    starts = np.asarray(starts, dtype=np.int64)
+    if starts.size and (starts.min() < 0 or starts.max() > n - win):
+        raise ParameterError(f"window starts must lie in [0, {n - win}] for a clip of {n} samples")
+    out = np.empty((starts.shape[0], win), dtype=np.float32)
+    for i, s in enumerate(starts.tolist()):  # one contiguous copy per window
+        out[i] = y[s : s + win]
+    return out
 
 
 @dataclass(frozen=True)
