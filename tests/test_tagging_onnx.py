@@ -23,6 +23,7 @@ from agl_fast.tagging import (  # noqa: E402
     result_schema,
     silero_model_path,
     tagging_stage,
+    window_views,
 )
 
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
@@ -109,6 +110,16 @@ def test_tagger_producer_matches_direct_windows(mn_onnx, rng):
         np.testing.assert_allclose(fr.probs, direct, atol=1e-5)
     # features: the Rust preset; the window goes through predict_windows too
     np.testing.assert_allclose(tagger.predict_windows(w[:2]), frames[-1].probs[:2], atol=1e-5)
+
+
+def test_features_of_window_views_equal_those_of_copied_windows(mn_onnx, rng):
+    tagger = EfficientATTagger(mn_onnx, window_s=1.0, hop_s=0.3, device="cpu", feature_threads=2)
+    y = (0.1 * rng.standard_normal(70000)).astype(np.float32)
+    starts = plan_windows(y.shape[0], 32000, 9600)
+    views = window_views(y, starts, 32000)  # read in place, as the producer does
+    got = tagger.features(views)
+    assert got.shape == (len(starts), 1, 128, 1 + 31999 // 320) and got.dtype == np.float32
+    np.testing.assert_array_equal(got, tagger.features(extract_windows(y, starts, 32000)))
 
 
 def test_tagging_stage_table(mn_onnx, rng):

@@ -13,6 +13,7 @@ from agl_fast.tagging import (
     ontology,
     plan_windows,
     time_fractions,
+    window_views,
 )
 
 
@@ -70,6 +71,20 @@ def test_windows_equal_strided_views_and_refuse_starts_out_of_range():
     for bad in ([-1], [4301]):  # before the clip; past its end (n - win = 4300)
         with pytest.raises(ParameterError, match=r"window starts must lie in \[0, 4300\]"):
             extract_windows(y, np.array(bad), 700)
+
+
+def test_window_views_read_the_clip_in_place():
+    y = np.arange(27, dtype=np.float32)
+    starts = plan_windows(27, 10, 5)
+    views = window_views(y, starts, 10)
+    assert [v.tolist() for v in views] == [list(range(s, s + 10)) for s in (0, 5, 10, 15, 17)]
+    assert all(np.shares_memory(v, y) and v.flags.c_contiguous for v in views)
+    np.testing.assert_array_equal(extract_windows(y, starts, 10), np.stack(views))
+    short = window_views(y[:3], plan_windows(3, 8, 8), 8, "zero")  # the padded copy
+    assert len(short) == 1 and short[0].tolist() == [0, 1, 2, 0, 0, 0, 0, 0]
+    assert not np.shares_memory(short[0], y)
+    with pytest.raises(ParameterError, match="window starts must lie"):
+        window_views(y, np.array([18]), 10)
 
 
 def test_time_fractions_hand_computed():

@@ -26,6 +26,7 @@ from .windows import (
     plan_windows,
     segment_fractions,
     time_fractions,
+    window_views,
 )
 
 __all__ = [
@@ -55,4 +56,5 @@ __all__ = [
     "tagger_names",
     "tagging_stage",
     "time_fractions",
+    "window_views",
 ]

@@ -29,10 +29,10 @@ from .windows import (
     ClipFrames,
     FractionScheme,
     Padding,
-    extract_windows,
     plan_windows,
     segment_fractions,
     time_fractions,
+    window_views,
 )
 
 __all__ = ["ClipTags", "EfficientATTagger", "Tagger"]
@@ -232,11 +232,16 @@ class EfficientATTagger(Tagger):
         self.group_keys = onto.group_keys
         self.group_matrix = onto.group_matrix()
 
-    def features(self, windows: np.ndarray) -> np.ndarray:
-        """``[n, win]`` audio to the model input ``[n, 1, 128, frames]``."""
+    def features(self, windows: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """``[n, win]`` audio, or ``n`` windows of ``win`` samples each (1-D
+        float32 arrays, such as views into a clip), to the model input
+        ``[n, 1, 128, frames]``."""
         from ..presets import efficientat
 
-        mel = efficientat(np.ascontiguousarray(windows), n_threads=self.feature_threads)
+        if isinstance(windows, np.ndarray):
+            mel = efficientat(np.ascontiguousarray(windows), n_threads=self.feature_threads)
+        else:  # read where they lie; one output array (equal lengths: no padding)
+            mel = efficientat(list(windows), n_threads=self.feature_threads, output="numpy")
         return np.asarray(mel)[:, None]
 
     def predict_windows(self, windows: np.ndarray) -> np.ndarray:
@@ -246,23 +251,21 @@ class EfficientATTagger(Tagger):
         return self.model(self.features(w))
 
     def _batches(self, clips: Sequence[np.ndarray], plans: list[np.ndarray]) -> Iterator[Any]:
-        """(owners, rows, windows) batches of at most ``batch_size`` windows."""
+        """(owners, rows, windows) batches of at most ``batch_size`` windows;
+        ``windows`` are views into the clips (no copy) where they lie inside."""
         owners: list[int] = []
         rows: list[int] = []
         parts: list[np.ndarray] = []
         for k, (y, starts) in enumerate(zip(clips, plans, strict=True)):
-            j = 0
-            while j < starts.shape[0]:
-                take = min(self.batch_size - len(owners), starts.shape[0] - j)
-                parts.append(extract_windows(y, starts[j : j + take], self.win, self.pad))
-                owners.extend([k] * take)
-                rows.extend(range(j, j + take))
-                j += take
+            for j, w in enumerate(window_views(y, starts, self.win, self.pad)):
+                parts.append(w)
+                owners.append(k)
+                rows.append(j)
                 if len(owners) == self.batch_size:
-                    yield owners, rows, np.concatenate(parts)
+                    yield owners, rows, parts
                     owners, rows, parts = [], [], []
         if owners:
-            yield owners, rows, np.concatenate(parts)
+            yield owners, rows, parts
 
     def clip_frames(self, clips: Sequence[np.ndarray]) -> Iterator[ClipFrames]:
         clips = [_check_clip(c) for c in clips]

@@ -49,6 +49,7 @@ __all__ = [
     "plan_windows",
     "segment_fractions",
     "time_fractions",
+    "window_views",
 ]
 
 Aggregation = Literal["max", "mean"]
@@ -79,34 +80,49 @@ def plan_windows(n: int, win: int, hop: int) -> np.ndarray:
     return starts
 
 
-def extract_windows(
+def window_views(
     y: np.ndarray, starts: np.ndarray, win: int, pad: Padding = "repeat"
-) -> np.ndarray:
-    """Cut the windows planned by :func:`plan_windows` out of a mono clip.
+) -> list[np.ndarray]:
+    """The windows planned by :func:`plan_windows`, as 1-D arrays of ``win``
+    samples: views into ``y`` (no copy) for a clip of at least ``win``
+    samples, else the one padded window.
 
     Returns
     -------
-    np.ndarray [shape=(len(starts), win), dtype=float32]
+    list of np.ndarray [shape=(win,), dtype=float32]
     """
-    y = np.asarray(y, dtype=np.float32)
+    y = np.ascontiguousarray(y, dtype=np.float32)
     if y.ndim != 1:
         raise ParameterError(f"expected a mono 1-D clip, got shape {y.shape}")
     n = y.shape[0]
     if n < win:
         if pad == "repeat":
-            filled = np.resize(y, win)  # tiles y, then cuts at win
-        elif pad == "zero":
+            return [np.resize(y, win)]  # tiles y, then cuts at win
+        if pad == "zero":
             filled = np.zeros(win, dtype=np.float32)
             filled[:n] = y
-        else:
-            raise ParameterError(f"pad must be 'repeat' or 'zero', got pad={pad!r}")
-        return filled[None, :].astype(np.float32, copy=False)
+            return [filled]
+        raise ParameterError(f"pad must be 'repeat' or 'zero', got pad={pad!r}")
     starts = np.asarray(starts, dtype=np.int64)
     if starts.size and (starts.min() < 0 or starts.max() > n - win):
         raise ParameterError(f"window starts must lie in [0, {n - win}] for a clip of {n} samples")
-    out = np.empty((starts.shape[0], win), dtype=np.float32)
-    for i, s in enumerate(starts.tolist()):  # one contiguous copy per window
-        out[i] = y[s : s + win]
+    return [y[s : s + win] for s in starts.tolist()]
+
+
+def extract_windows(
+    y: np.ndarray, starts: np.ndarray, win: int, pad: Padding = "repeat"
+) -> np.ndarray:
+    """Cut the windows planned by :func:`plan_windows` out of a mono clip
+    (:func:`window_views`, copied into one array).
+
+    Returns
+    -------
+    np.ndarray [shape=(len(starts), win), dtype=float32]
+    """
+    views = window_views(y, starts, win, pad)
+    out = np.empty((len(views), win), dtype=np.float32)
+    for i, v in enumerate(views):  # one contiguous copy per window
+        out[i] = v
     return out
 
 
