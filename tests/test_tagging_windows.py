@@ -85,6 +85,8 @@ def test_window_views_read_the_clip_in_place():
     assert not np.shares_memory(short[0], y)
     with pytest.raises(ParameterError, match="window starts must lie"):
         window_views(y, np.array([18]), 10)
+    with pytest.raises(ParameterError, match="win must be >= 1 sample"):
+        window_views(y, np.array([0]), 0)
 
 
 def test_time_fractions_hand_computed():

@@ -91,6 +91,7 @@ def window_views(
     -------
     list of np.ndarray [shape=(win,), dtype=float32]
     """
+    _check_positive("win", win)
     y = np.ascontiguousarray(y, dtype=np.float32)
     if y.ndim != 1:
         raise ParameterError(f"expected a mono 1-D clip, got shape {y.shape}")
