@@ -435,13 +435,8 @@ class TransformersProvider(Provider):
         """Queue one clip and wait for its batch; a failure is a
         non-retryable :class:`ProviderError` (``GenerationError`` or
         ``OutOfMemory``) stored as the clip's error row."""
-        self._note_unused(params)
         try:
-            item = _Item(prompt, None if audio is None else self._waveform(audio))
-            fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-            self._pending.append((item, fut))
-            await self._gather(fut, params)
-            return fut.result()
+            return await self._complete(client, model, prompt, audio, params)
         except ProviderError:
             raise
         except Exception as exc:
@@ -450,5 +445,15 @@ class TransformersProvider(Provider):
                 f"transformers: {type(exc).__name__}: {str(exc)[:300]}", error_type=kind
             ) from None
 
-    async def _complete(self, *a: Any) -> Reply:  # pragma: no cover - complete() is overridden
-        raise NotImplementedError
+    async def _complete(
+        self, client: Any, model: str, prompt: str, audio: PreparedAudio | None,
+        params: dict[str, Any],
+    ) -> Reply:  # fmt: skip
+        """Queue one clip and wait for the batch it joins (no HTTP deadline:
+        the model runs here; errors are mapped by :meth:`complete`)."""
+        self._note_unused(params)
+        item = _Item(prompt, None if audio is None else self._waveform(audio))
+        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, fut))
+        await self._gather(fut, params)
+        return fut.result()
