@@ -470,6 +470,16 @@ mod tests {
             .collect()
     }
 
+    /// Two rows of `n` samples ([`signal`] and its reverse), the parameters
+    /// of an `n_fft` STFT and their float64 window.
+    fn two_rows(n: usize, n_fft: usize) -> ([Vec<f64>; 2], StftParams, Vec<f64>) {
+        let x = signal(n);
+        let y = x.iter().rev().copied().collect();
+        let p = StftParams::new(n_fft);
+        let w = p.window.coefficients_f64(n_fft).unwrap();
+        ([x, y], p, w)
+    }
+
     #[test]
     fn f64_stft_matches_a_direct_dft() {
         let x: Vec<f64> = (0..100).map(|i| ((i * 7919) % 13) as f64 - 6.0).collect();
@@ -507,13 +517,8 @@ mod tests {
     /// spectrum, whatever the block size and thread count.
     #[test]
     fn sinks_reduce_the_complex_spectrum() {
-        let (x, y) = (
-            signal(9000),
-            signal(9000).into_iter().rev().collect::<Vec<_>>(),
-        );
+        let ([x, y], p, w) = two_rows(9000, 256);
         let rows = [&x[..], &y[..]];
-        let p = StftParams::new(256);
-        let w = p.window.coefficients_f64(256).unwrap();
         let nb = p.n_freqs();
         let (nf, full) = stft_f64_batch(&rows, &p, &w, Some(1), never()).unwrap();
         let run = |sink: &dyn Fn(usize, &mut Vec<f64>) -> usize| {
@@ -671,13 +676,8 @@ mod tests {
     /// item's `[width, frames]` transposed, for every sink and thread count.
     #[test]
     fn frame_layout_is_the_transpose_of_the_value_layout() {
-        let (x, y) = (
-            signal(7000),
-            signal(7000).into_iter().rev().collect::<Vec<_>>(),
-        );
+        let ([x, y], p, w) = two_rows(7000, 512);
         let rows = [&x[..], &y[..]];
-        let p = StftParams::new(512);
-        let w = p.window.coefficients_f64(512).unwrap();
         fn both<S: Sink>(rows: &[&[f64]], p: &StftParams, w: &[f64], sink: &S)
         where
             S::Out: PartialEq + std::fmt::Debug,
