@@ -92,6 +92,8 @@ def window_views(
     list of np.ndarray [shape=(win,), dtype=float32]
     """
     _check_positive("win", win)
+    if pad not in ("repeat", "zero"):
+        raise ParameterError(f"pad must be 'repeat' or 'zero', got pad={pad!r}")
     y = np.ascontiguousarray(y, dtype=np.float32)
     if y.ndim != 1:
         raise ParameterError(f"expected a mono 1-D clip, got shape {y.shape}")
@@ -99,11 +101,9 @@ def window_views(
     if n < win:
         if pad == "repeat":
             return [np.resize(y, win)]  # tiles y, then cuts at win
-        if pad == "zero":
-            filled = np.zeros(win, dtype=np.float32)
-            filled[:n] = y
-            return [filled]
-        raise ParameterError(f"pad must be 'repeat' or 'zero', got pad={pad!r}")
+        filled = np.zeros(win, dtype=np.float32)
+        filled[:n] = y
+        return [filled]
     starts = np.asarray(starts, dtype=np.int64)
     if starts.size and (starts.min() < 0 or starts.max() > n - win):
         raise ParameterError(f"window starts must lie in [0, {n - win}] for a clip of {n} samples")
