@@ -337,7 +337,7 @@ where
 /// `block(scratch, item, t0, n, values)` fills the `row_len` vectors of
 /// `values`: value `w` of the row of frame `t0 + i` (`i < n`) in lane `i` of
 /// `values[w]`, so a frequency-major item gets each row of `n` frames as one
-/// contiguous copy. Blocks start at multiples of
+/// contiguous copy. An error from `block` stops the run and is returned. Blocks start at multiples of
 /// [`LANES`] within an item, whatever the thread count.
 pub fn run_blockwise<S, I, F>(
     n_frames: &[usize],
@@ -348,7 +348,7 @@ pub fn run_blockwise<S, I, F>(
 ) -> Result<FrameOutput<f32>>
 where
     I: Fn() -> S + Sync + Send,
-    F: Fn(&mut S, usize, usize, usize, &mut [V]) + Sync + Send,
+    F: Fn(&mut S, usize, usize, usize, &mut [V]) -> Result<()> + Sync + Send,
 {
     let RunOpts {
         extent,
@@ -382,15 +382,17 @@ where
                 let base = offsets_ref[item];
                 let ext = extents_ref[item];
                 let span = t1 - t0;
-                if let Layout::WidthTime { .. } = layout {
+                match layout {
                     // The task's rows are gathered here, then written out as
                     // one contiguous run per row: long sequential stores
                     // instead of one 64-byte store per row and block.
-                    stage.resize(row_len * span, 0.0);
+                    Layout::WidthTime { .. } => stage.resize(row_len * span, 0.0),
+                    // One channel of a block of frames, frame-major.
+                    Layout::ChannelsTimeWidth { width, .. } => stage.resize(LANES * width, 0.0),
                 }
                 for b0 in (t0..t1).step_by(LANES) {
                     let n = (t1 - b0).min(LANES);
-                    block(scratch, item, b0, n, vals);
+                    block(scratch, item, b0, n, vals)?;
                     let raw: &[V] = vals;
                     let vals = flat(vals);
                     match layout {
@@ -414,13 +416,19 @@ where
                         // index written lies inside item's block of `data`.
                         Layout::ChannelsTimeWidth { channels, width } => unsafe {
                             if n == LANES && width.is_multiple_of(16) {
-                                // Sixteen whole frames: 16 x 16 transposes.
+                                // Sixteen whole frames: 16 x 16 transposes into
+                                // `stage` (in L1), then one streaming copy per
+                                // channel, as the block's frames of a channel
+                                // are one contiguous run of the output: the
+                                // output's cache lines are written without
+                                // being read first.
                                 for c in 0..channels {
-                                    let dst = out_ref.0.add(base + (c * ext + b0) * width);
                                     for w0 in (0..width).step_by(16) {
                                         let src = &raw[c * width + w0..c * width + w0 + 16];
-                                        transpose_out(src, dst.add(w0), width);
+                                        transpose_out(src, stage.as_mut_ptr().add(w0), width);
                                     }
+                                    let dst = out_ref.0.add(base + (c * ext + b0) * width);
+                                    stream_copy(dst, &stage[..LANES * width]);
                                 }
                                 continue;
                             }
@@ -442,8 +450,8 @@ where
                         // to this task alone and lie inside item's block.
                         unsafe { stream_copy(out_ref.0.add(base + w * ext + t0), row) };
                     }
-                    stream_fence();
                 }
+                stream_fence();
                 Ok(())
             },
         )
@@ -580,6 +588,7 @@ mod tests {
                                     };
                                 }
                             }
+                            Ok(())
                         },
                     )
                     .unwrap();
@@ -613,6 +622,7 @@ mod tests {
                 || (),
                 |_, _, _, _, vals| {
                     vals.iter_mut().for_each(|v| *v = V::splat(1.0));
+                    Ok(())
                 },
             )
             .unwrap()
@@ -629,7 +639,7 @@ mod tests {
                 cancel: never(),
             },
             || (),
-            |_, _, _, _, _| {},
+            |_, _, _, _, _| Ok(()),
         )
         .unwrap();
         assert_eq!(calls.get(), 1);

@@ -93,11 +93,12 @@ pub fn try_zeroed<T: Clone + Default>(n: usize, what: &str) -> Result<Vec<T>> {
 /// Result alias used across the core.
 pub type Result<T> = std::result::Result<T, AglError>;
 
-/// Fail with [`AglError::NonFinite`] if `x` holds a NaN or an infinity.
-pub fn check_finite(x: &[f32], what: &str) -> Result<()> {
+/// Whether every value of `x` is finite (no NaN, no infinity).
+#[inline]
+pub fn all_finite(x: &[f32]) -> bool {
     // `v * 0` is 0 for finite v and NaN otherwise, so this sum is finite
     // exactly when every sample is: one pass that vectorises (32 lanes, four
-    // independent AVX2 chains), and the index is searched only on failure.
+    // independent AVX2 chains).
     #[inline(always)]
     fn zero_sum(x: &[f32]) -> f32 {
         let mut acc = [0.0f32; 32];
@@ -110,12 +111,17 @@ pub fn check_finite(x: &[f32], what: &str) -> Result<()> {
         let tail: f32 = chunks.remainder().iter().map(|v| v * 0.0).sum();
         acc.iter().sum::<f32>() + tail
     }
-    if crate::fastmath::vectorized(
+    crate::fastmath::vectorized(
         #[inline(always)]
         || zero_sum(x),
     )
     .is_finite()
-    {
+}
+
+/// Fail with [`AglError::NonFinite`] if `x` holds a NaN or an infinity
+/// (the index is searched only on failure).
+pub fn check_finite(x: &[f32], what: &str) -> Result<()> {
+    if all_finite(x) {
         return Ok(());
     }
     match x.iter().position(|v| !v.is_finite()) {

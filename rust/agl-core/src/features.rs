@@ -15,7 +15,8 @@ use crate::lanefft::{flat, flat_mut, with_lanes, LaneFft, V};
 use crate::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
 use crate::parallel::{install, Cancel};
 use crate::stft::{
-    check_signals, lane_plan, LaneStft, PadMode, PairFft, Source, StereoFft, StftParams, StftPlan,
+    check_signals, lane_plan, precheck_signals, rechecked, LaneStft, PadMode, PairFft, Source,
+    StereoFft, StftParams, StftPlan,
 };
 use crate::window::Window;
 
@@ -70,11 +71,12 @@ pub fn spectrogram_batch(
 ) -> Result<FrameOutput<f32>> {
     check_power(power)?;
     let plan = StftPlan::new(params.clone())?;
-    check_signals(items, n_threads)?;
+    let lanes = lane_plan(params.n_fft);
+    precheck_signals(items, n_threads, lanes.is_some())?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
     let nf = params.n_freqs();
-    if let Some(fft) = lane_plan(params.n_fft) {
-        return run_blockwise(
+    if let Some(fft) = lanes {
+        let run = run_blockwise(
             &n_frames,
             Layout::WidthTime { width: nf },
             RunOpts {
@@ -84,15 +86,17 @@ pub fn spectrogram_batch(
             },
             || LaneStft::new(fft.clone()),
             |s, item, t0, n, vals| {
-                s.block_power(&plan, &Source::plain(items[item]), t0, n, vals);
+                s.block_power(&plan, &Source::plain(items[item]), t0, n, vals)?;
                 if power != 2.0 {
                     vectorized_wide(
                         #[inline(always)]
                         || power_from_squares(power, flat_mut(vals)),
                     )
                 }
+                Ok(())
             },
         );
+        return rechecked(run, || check_signals(items, n_threads));
     }
     run_framewise(
         &n_frames,
@@ -147,11 +151,12 @@ pub fn melspectrogram_batch(
     check_power(power)?;
     check_bank(bank, params)?;
     let plan = StftPlan::new(params.clone())?;
-    check_signals(items, n_threads)?;
+    let lanes = lane_plan(params.n_fft);
+    precheck_signals(items, n_threads, lanes.is_some())?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
     let nf = params.n_freqs();
-    let mut out = if let Some(fft) = lane_plan(params.n_fft) {
-        run_blockwise(
+    let mut out = if let Some(fft) = lanes {
+        let run = run_blockwise(
             &n_frames,
             Layout::WidthTime { width: bank.n_mels },
             RunOpts {
@@ -161,15 +166,17 @@ pub fn melspectrogram_batch(
             },
             || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
             |(s, pw), item, t0, n, vals| {
-                s.block_power(&plan, &Source::plain(items[item]), t0, n, pw);
+                s.block_power(&plan, &Source::plain(items[item]), t0, n, pw)?;
                 with_lanes!(R => unsafe {
                     if power != 2.0 {
                         power_from_squares(power, flat_mut(pw));
                     }
                     bank.apply_lanes::<R>(pw, vals);
-                })
+                });
+                Ok(())
             },
-        )?
+        );
+        rechecked(run, || check_signals(items, n_threads))?
     } else {
         run_framewise(
             &n_frames,
@@ -338,7 +345,10 @@ fn binaural_exact(a: Complex32, b: Complex32) -> [f32; 4] {
     ]
 }
 
-fn check_stereo(items: &[Stereo<'_>], n_threads: Option<usize>) -> Result<()> {
+/// Validate a batch of stereo items: channels of one length, not empty,
+/// and (when `finite`) free of NaN and infinity. A batch bound for the lane
+/// engine leaves finiteness to it (see [`crate::stft::rechecked`]).
+fn check_stereo(items: &[Stereo<'_>], n_threads: Option<usize>, finite: bool) -> Result<()> {
     crate::batch::check_items(items, n_threads, |i, (l, r)| {
         if l.len() != r.len() {
             return Err(AglError::Shape(format!(
@@ -351,6 +361,9 @@ fn check_stereo(items: &[Stereo<'_>], n_threads: Option<usize>) -> Result<()> {
             return Err(AglError::Shape(format!(
                 "item {i} of the batch is empty (0 samples)"
             )));
+        }
+        if !finite {
+            return Ok(());
         }
         check_finite(l, &format!("audio buffer (item {i}, channel 0)"))?;
         check_finite(r, &format!("audio buffer (item {i}, channel 1)"))
@@ -401,9 +414,16 @@ impl LaneBins {
     }
 
     /// Frames `t0 .. t0 + n` of both channels into the four bin arrays.
-    fn block(&mut self, plan: &StftPlan, l: &Source<'_>, r: &Source<'_>, t0: usize, n: usize) {
-        self.l.block(plan, l, t0, n);
-        self.r.block(plan, r, t0, n);
+    fn block(
+        &mut self,
+        plan: &StftPlan,
+        l: &Source<'_>,
+        r: &Source<'_>,
+        t0: usize,
+        n: usize,
+    ) -> Result<()> {
+        self.l.block(plan, l, t0, n)?;
+        self.r.block(plan, r, t0, n)?;
         let nf = self.bins[0].len();
         let (sl, sr) = (&self.l, &self.r);
         let [b0, b1, b2, b3] = &mut self.bins;
@@ -418,7 +438,8 @@ impl LaneBins {
                     [flat_mut(b0), flat_mut(b1), flat_mut(b2), flat_mut(b3)],
                 )
             },
-        )
+        );
+        Ok(())
     }
 }
 
@@ -435,12 +456,13 @@ pub fn ipd_batch(
 ) -> Result<FrameOutput<f32>> {
     check_bank(bank, params)?;
     let plan = StftPlan::new(params.clone())?;
-    check_stereo(items, n_threads)?;
+    let lanes = lane_plan(params.n_fft);
+    check_stereo(items, n_threads, lanes.is_none())?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
     let nm = bank.n_mels;
-    if let Some(fft) = lane_plan(params.n_fft) {
+    if let Some(fft) = lanes {
         // Blocks come out frequency-major: [cos bands, sin bands] x frames.
-        return run_blockwise(
+        let run = run_blockwise(
             &n_frames,
             Layout::WidthTime { width: 2 * nm },
             RunOpts {
@@ -451,14 +473,16 @@ pub fn ipd_batch(
             || LaneBins::new(&fft),
             |s, item, t0, n, vals| {
                 let (l, r) = items[item];
-                s.block(&plan, &Source::plain(l), &Source::plain(r), t0, n);
+                s.block(&plan, &Source::plain(l), &Source::plain(r), t0, n)?;
                 let (cos, sin) = vals.split_at_mut(nm);
                 with_lanes!(R => unsafe {
                     bank.apply_lanes::<R>(&s.bins[2], cos);
                     bank.apply_lanes::<R>(&s.bins[3], sin);
-                })
+                });
+                Ok(())
             },
         );
+        return rechecked(run, || check_stereo(items, n_threads, true));
     }
     // Computed time-major as [2, frames, n_mels], then transposed per item.
     let tm = run_framewise(
@@ -579,7 +603,8 @@ pub fn bat_batch(
         MelNorm::Slaney,
     )?;
     let plan = StftPlan::new(cfg.stft.clone())?;
-    check_stereo(items, n_threads)?;
+    let lanes = lane_plan(cfg.stft.n_fft);
+    check_stereo(items, n_threads, lanes.is_none())?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
     let gains: Vec<f32> = match cfg.loudness_dbfs {
         None => vec![1.0; items.len()],
@@ -599,8 +624,8 @@ pub fn bat_batch(
         };
         (src(items[item].0), src(items[item].1))
     };
-    if let Some(fft) = lane_plan(cfg.stft.n_fft) {
-        return run_blockwise(
+    if let Some(fft) = lanes {
+        let run = run_blockwise(
             &n_frames,
             Layout::ChannelsTimeWidth {
                 channels: 4,
@@ -614,14 +639,16 @@ pub fn bat_batch(
             || LaneBins::new(&fft),
             |s, item, t0, n, vals| {
                 let (l, r) = sources(item);
-                s.block(&plan, &l, &r, t0, n);
+                s.block(&plan, &l, &r, t0, n)?;
                 let [b0, b1, b2, b3] = &s.bins;
                 with_lanes!(R => unsafe {
                     bank.apply_lanes4::<R>([b0, b1, b2, b3], vals);
                     db10_floor_inplace(flat_mut(&mut vals[..2 * nm]), amin);
-                })
+                });
+                Ok(())
             },
         );
+        return rechecked(run, || check_stereo(items, n_threads, true));
     }
     run_framewise(
         &n_frames,
@@ -737,7 +764,8 @@ pub fn efficientat_batch(
     }
     let bank = kaldi_mel(cfg.sr, cfg.stft.n_fft, cfg.n_mels, cfg.fmin, cfg.fmax)?;
     let plan = StftPlan::new(cfg.stft.clone())?;
-    check_signals(items, n_threads)?;
+    let lanes = lane_plan(cfg.stft.n_fft);
+    precheck_signals(items, n_threads, lanes.is_some())?;
     for (i, x) in items.iter().enumerate() {
         if x.len() < 2 {
             return Err(AglError::Shape(format!(
@@ -754,8 +782,8 @@ pub fn efficientat_batch(
         preemphasis: Some(coef),
         gain: 1.0,
     };
-    if let Some(fft) = lane_plan(cfg.stft.n_fft) {
-        return run_blockwise(
+    if let Some(fft) = lanes {
+        let run = run_blockwise(
             &n_frames,
             Layout::WidthTime { width: cfg.n_mels },
             RunOpts {
@@ -765,13 +793,15 @@ pub fn efficientat_batch(
             },
             || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
             |(s, pw), item, t0, n, vals| {
-                s.block_power(&plan, &src(item), t0, n, pw);
+                s.block_power(&plan, &src(item), t0, n, pw)?;
                 with_lanes!(R => unsafe {
                     bank.apply_lanes::<R>(pw, vals);
                     efficientat_scale(flat_mut(vals));
-                })
+                });
+                Ok(())
             },
         );
+        return rechecked(run, || check_signals(items, n_threads));
     }
     run_framewise(
         &n_frames,
@@ -804,4 +834,140 @@ fn efficientat_scale(x: &mut [f32]) {
     x.iter_mut().for_each(|v| *v += 1e-5);
     ln_inplace(x);
     x.iter_mut().for_each(|v| *v = (*v + 4.5) / 5.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallel::never;
+    use crate::testutil::noise;
+
+    /// The lane engine checks finiteness block by block (no separate pass
+    /// over the batch); a NaN or infinity anywhere, including samples no
+    /// frame reads, must still fail with the error of the up-front check:
+    /// the first bad item and its first bad sample, whatever the threads.
+    #[test]
+    fn every_lane_feature_finds_a_bad_sample_anywhere() {
+        let len = 10_007;
+        for center in [true, false] {
+            // With hop 2000 and no centring, frames start every 2000
+            // samples and samples past 9024 are read by no frame.
+            for hop in [320, 2000] {
+                let mut params = StftParams::new(1024);
+                params.hop_length = hop;
+                params.center = center;
+                for at in [0, 1, 511, 5000, 9500, len - 2, len - 1] {
+                    let good = noise(len, 1);
+                    let mut bad = noise(len, 2);
+                    bad[at] = if at % 2 == 0 { f32::NAN } else { f32::INFINITY };
+                    let mut later = noise(len, 3);
+                    later[0] = f32::NAN;
+                    // Alone, and before a later bad item (the error names
+                    // the first).
+                    for with_later in [false, true] {
+                        let mut mono: Vec<&[f32]> = vec![&good, &bad];
+                        let mut stereo: Vec<Stereo<'_>> = vec![(&good, &good), (&good, &bad)];
+                        if with_later {
+                            mono.push(&later);
+                            stereo.push((&later, &good));
+                        }
+                        let want = |what: &str| (what.to_string(), at);
+                        let bank =
+                            librosa_mel(32000.0, 1024, 64, 0.0, None, false, MelNorm::Slaney)
+                                .unwrap();
+                        let eat = EfficientAtConfig {
+                            stft: params.clone(),
+                            ..EfficientAtConfig::default()
+                        };
+                        let bat = BatConfig {
+                            stft: params.clone(),
+                            ..BatConfig::default()
+                        };
+                        for threads in [1, 2] {
+                            let t = Some(threads);
+                            let run = RunOpts {
+                                extent: None,
+                                n_threads: t,
+                                cancel: never(),
+                            };
+                            let mono_runs = [
+                                (
+                                    "spectrogram",
+                                    spectrogram_batch(&mono, &params, 2.0, None, t, never())
+                                        .map(|_| ()),
+                                ),
+                                (
+                                    "stft",
+                                    crate::stft::stft_batch(&mono, &params, None, t, never())
+                                        .map(|_| ()),
+                                ),
+                                (
+                                    "mel",
+                                    melspectrogram_batch(&mono, &params, 2.0, &bank, None, run)
+                                        .map(|_| ()),
+                                ),
+                                (
+                                    "efficientat",
+                                    efficientat_batch(&mono, &eat, None, t, never()).map(|_| ()),
+                                ),
+                                (
+                                    "flatness",
+                                    crate::quality::spectral_flatness_frames(
+                                        &mono,
+                                        &params,
+                                        1e-10,
+                                        2.0,
+                                        None,
+                                        t,
+                                        never(),
+                                    )
+                                    .map(|_| ()),
+                                ),
+                            ];
+                            let stereo_runs = [
+                                (
+                                    "bat",
+                                    bat_batch(&stereo, &bat, None, t, never()).map(|_| ()),
+                                ),
+                                (
+                                    "ipd",
+                                    ipd_batch(&stereo, &params, &bank, None, t, never())
+                                        .map(|_| ()),
+                                ),
+                            ];
+                            let case = format!(
+                            "center {center} hop {hop} at {at} threads {threads} later {with_later}"
+                        );
+                            for (name, got) in mono_runs {
+                                match got {
+                                    Err(AglError::NonFinite { what, index }) => {
+                                        assert_eq!(
+                                            (what, index),
+                                            want("audio buffer (item 1)"),
+                                            "{name} {case}"
+                                        )
+                                    }
+                                    other => {
+                                        panic!("{name} {case}: expected NonFinite, got {other:?}")
+                                    }
+                                }
+                            }
+                            for (name, got) in stereo_runs {
+                                match got {
+                                    Err(AglError::NonFinite { what, index }) => assert_eq!(
+                                        (what, index),
+                                        want("audio buffer (item 1, channel 1)"),
+                                        "{name} {case}"
+                                    ),
+                                    other => {
+                                        panic!("{name} {case}: expected NonFinite, got {other:?}")
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

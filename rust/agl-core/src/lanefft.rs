@@ -857,65 +857,82 @@ unsafe fn radix4_first<R: Lanes>(re: &mut [V], im: &mut [V]) {
 /// `e` apart (block `j` holding the sub-transform of residue `rev3(j)`) are
 /// loaded once, seven of them multiplied by `W^(r k)` (`W = exp(-2 pi i /
 /// 8e)`, `tw[7k + r - 1]`), combined by an 8-point DFT and stored once in
-/// natural order.
+/// natural order. At `k = 0` every twiddle is 1 and no product is formed
+/// (the whole first pass, where `e = 1`, is multiply-free).
 #[inline(always)]
 unsafe fn radix8_stage<R: Lanes>(re: &mut [V], im: &mut [V], e: usize, tw: &[(f32, f32)]) {
+    for g in (0..re.len()).step_by(8 * e) {
+        radix8_butterfly::<R, false>(re, im, g, e, &[]);
+        for (k, w) in tw.chunks_exact(7).enumerate().take(e).skip(1) {
+            radix8_butterfly::<R, true>(re, im, g + k, e, w);
+        }
+    }
+}
+
+/// One butterfly of [`radix8_stage`]: the eight values at `at + q e`,
+/// multiplied by the twiddles `w` when `TWIDDLED` (else by 1), transformed
+/// and stored in place.
+#[inline(always)]
+unsafe fn radix8_butterfly<R: Lanes, const TWIDDLED: bool>(
+    re: &mut [V],
+    im: &mut [V],
+    at: usize,
+    e: usize,
+    w: &[(f32, f32)],
+) {
     // Block holding residue r: rev3(r).
     const BLOCK: [usize; 8] = [0, 4, 2, 6, 1, 5, 3, 7];
     let h = R::splat(std::f32::consts::FRAC_1_SQRT_2);
-    for g in (0..re.len()).step_by(8 * e) {
-        for (k, w) in tw.chunks_exact(7).enumerate().take(e) {
-            let at = |r: usize| g + k + BLOCK[r] * e;
-            let mut tr = [R::splat(0.0); 8];
-            let mut ti = [R::splat(0.0); 8];
-            tr[0] = R::ld(&re[at(0)]);
-            ti[0] = R::ld(&im[at(0)]);
-            for r in 1..8 {
-                let (a, b) = cmul(R::ld(&re[at(r)]), R::ld(&im[at(r)]), w[r - 1].0, w[r - 1].1);
-                tr[r] = a;
-                ti[r] = b;
-            }
-            // 8-point DFT by decimation in frequency: a = t[r] + t[r+4],
-            // b = (t[r] - t[r+4]) W8^r, then 4-point DFTs of a (even
-            // outputs) and b (odd outputs).
-            let mut ar = [R::splat(0.0); 4];
-            let mut ai = [R::splat(0.0); 4];
-            let mut br = [R::splat(0.0); 4];
-            let mut bi = [R::splat(0.0); 4];
-            for r in 0..4 {
-                ar[r] = tr[r].add(tr[r + 4]);
-                ai[r] = ti[r].add(ti[r + 4]);
-                br[r] = tr[r].sub(tr[r + 4]);
-                bi[r] = ti[r].sub(ti[r + 4]);
-            }
-            // W8^1 = (1 - i)/sqrt2, W8^2 = -i, W8^3 = (-1 - i)/sqrt2.
-            let (x, y) = (br[1], bi[1]);
-            br[1] = h.mul(x.add(y));
-            bi[1] = h.mul(y.sub(x));
-            let (x, y) = (br[2], bi[2]);
-            br[2] = y;
-            bi[2] = R::splat(0.0).sub(x);
-            let (x, y) = (br[3], bi[3]);
-            br[3] = h.mul(y.sub(x));
-            bi[3] = R::splat(0.0).sub(h.mul(x.add(y)));
-            let out = |q: usize| g + k + q * e;
-            for (parity, (pr, pi)) in [(ar, ai), (br, bi)].into_iter().enumerate() {
-                // 4-point DFT: outputs 2p + parity.
-                let (c0r, c0i) = (pr[0].add(pr[2]), pi[0].add(pi[2]));
-                let (c1r, c1i) = (pr[1].add(pr[3]), pi[1].add(pi[3]));
-                let (d0r, d0i) = (pr[0].sub(pr[2]), pi[0].sub(pi[2]));
-                // -i (p1 - p3)
-                let (d1r, d1i) = (pi[1].sub(pi[3]), pr[3].sub(pr[1]));
-                c0r.add(c1r).st(&mut re[out(parity)]);
-                c0i.add(c1i).st(&mut im[out(parity)]);
-                d0r.add(d1r).st(&mut re[out(2 + parity)]);
-                d0i.add(d1i).st(&mut im[out(2 + parity)]);
-                c0r.sub(c1r).st(&mut re[out(4 + parity)]);
-                c0i.sub(c1i).st(&mut im[out(4 + parity)]);
-                d0r.sub(d1r).st(&mut re[out(6 + parity)]);
-                d0i.sub(d1i).st(&mut im[out(6 + parity)]);
-            }
-        }
+    let src = |r: usize| at + BLOCK[r] * e;
+    let mut tr = [R::splat(0.0); 8];
+    let mut ti = [R::splat(0.0); 8];
+    for r in 0..8 {
+        let (a, b) = (R::ld(&re[src(r)]), R::ld(&im[src(r)]));
+        (tr[r], ti[r]) = if TWIDDLED && r > 0 {
+            cmul(a, b, w[r - 1].0, w[r - 1].1)
+        } else {
+            (a, b)
+        };
+    }
+    // 8-point DFT by decimation in frequency: a = t[r] + t[r+4],
+    // b = (t[r] - t[r+4]) W8^r, then 4-point DFTs of a (even
+    // outputs) and b (odd outputs).
+    let mut ar = [R::splat(0.0); 4];
+    let mut ai = [R::splat(0.0); 4];
+    let mut br = [R::splat(0.0); 4];
+    let mut bi = [R::splat(0.0); 4];
+    for r in 0..4 {
+        ar[r] = tr[r].add(tr[r + 4]);
+        ai[r] = ti[r].add(ti[r + 4]);
+        br[r] = tr[r].sub(tr[r + 4]);
+        bi[r] = ti[r].sub(ti[r + 4]);
+    }
+    // W8^1 = (1 - i)/sqrt2, W8^2 = -i, W8^3 = (-1 - i)/sqrt2.
+    let (x, y) = (br[1], bi[1]);
+    br[1] = h.mul(x.add(y));
+    bi[1] = h.mul(y.sub(x));
+    let (x, y) = (br[2], bi[2]);
+    br[2] = y;
+    bi[2] = R::splat(0.0).sub(x);
+    let (x, y) = (br[3], bi[3]);
+    br[3] = h.mul(y.sub(x));
+    bi[3] = R::splat(0.0).sub(h.mul(x.add(y)));
+    let out = |q: usize| at + q * e;
+    for (parity, (pr, pi)) in [(ar, ai), (br, bi)].into_iter().enumerate() {
+        // 4-point DFT: outputs 2p + parity.
+        let (c0r, c0i) = (pr[0].add(pr[2]), pi[0].add(pi[2]));
+        let (c1r, c1i) = (pr[1].add(pr[3]), pi[1].add(pi[3]));
+        let (d0r, d0i) = (pr[0].sub(pr[2]), pi[0].sub(pi[2]));
+        // -i (p1 - p3)
+        let (d1r, d1i) = (pi[1].sub(pi[3]), pr[3].sub(pr[1]));
+        c0r.add(c1r).st(&mut re[out(parity)]);
+        c0i.add(c1i).st(&mut im[out(parity)]);
+        d0r.add(d1r).st(&mut re[out(2 + parity)]);
+        d0i.add(d1i).st(&mut im[out(2 + parity)]);
+        c0r.sub(c1r).st(&mut re[out(4 + parity)]);
+        c0i.sub(c1i).st(&mut im[out(4 + parity)]);
+        d0r.sub(d1r).st(&mut re[out(6 + parity)]);
+        d0i.sub(d1i).st(&mut im[out(6 + parity)]);
     }
 }
 

@@ -1084,7 +1084,8 @@ pub fn spectral_flatness_frames(
     }
     crate::features::check_power(power)?;
     let plan = StftPlan::new(params.clone())?;
-    crate::stft::check_signals(items, n_threads)?;
+    let lanes = lane_plan(params.n_fft);
+    crate::stft::precheck_signals(items, n_threads, lanes.is_some())?;
     let n_frames = items
         .iter()
         .map(|x| plan.n_frames(x.len()))
@@ -1099,8 +1100,8 @@ pub fn spectral_flatness_frames(
             m2.powf(power as f64 / 2.0)
         }
     };
-    if let Some(fft) = lane_plan(params.n_fft) {
-        return run_blockwise(
+    if let Some(fft) = lanes {
+        let run = run_blockwise(
             &n_frames,
             Layout::WidthTime { width: 1 },
             RunOpts {
@@ -1110,7 +1111,7 @@ pub fn spectral_flatness_frames(
             },
             || LaneStft::new(fft.clone()),
             |s, item, t0, n, vals| {
-                s.block(&plan, &Source::plain(items[item]), t0, n);
+                s.block(&plan, &Source::plain(items[item]), t0, n)?;
                 let (re, im) = (&s.re[..nf], &s.im[..nf]);
                 let f = vectorized_wide(
                     #[inline(always)]
@@ -1119,8 +1120,10 @@ pub fn spectral_flatness_frames(
                 for (v, f) in vals[0].0.iter_mut().zip(f).take(n) {
                     *v = f as f32;
                 }
+                Ok(())
             },
         );
+        return crate::stft::rechecked(run, || crate::stft::check_signals(items, n_threads));
     }
     run_framewise(
         &n_frames,

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use num_complex::Complex32;
 
 use crate::batch::{run_blockwise, run_framewise, FrameOutput, Layout, RunOpts};
-use crate::error::{check_finite, AglError, Result};
+use crate::error::{all_finite, check_finite, AglError, Result};
 use crate::lanefft::{Frames, LaneFft, LANES, V};
 use crate::parallel::Cancel;
 pub use crate::rfft::RealFft;
@@ -364,7 +364,14 @@ impl LaneStft {
     /// lanes hold zeros). A frame that lies inside a plain signal is read
     /// where it is, the window applied as it is loaded; the others (padding,
     /// pre-emphasis, gain) are windowed into a buffer first.
-    pub fn block(&mut self, plan: &StftPlan, src: &Source<'_>, t0: usize, n: usize) {
+    ///
+    /// The samples of [`block_span`] are checked for NaN and infinity first
+    /// (an [`AglError::NonFinite`] with the signal's first bad index in that
+    /// span): the blocks of a signal partition it, so a batch whose
+    /// finiteness was left to this engine ([`check_signal_lengths`]) has
+    /// every sample checked once, as it enters the cache for the transform,
+    /// instead of in a separate pass over memory. See [`rechecked`].
+    pub fn block(&mut self, plan: &StftPlan, src: &Source<'_>, t0: usize, n: usize) -> Result<()> {
         self.run(plan, src, t0, n, None)
     }
 
@@ -378,7 +385,7 @@ impl LaneStft {
         t0: usize,
         n: usize,
         power: &mut [V],
-    ) {
+    ) -> Result<()> {
         self.run(plan, src, t0, n, Some(power))
     }
 
@@ -389,7 +396,17 @@ impl LaneStft {
         t0: usize,
         n: usize,
         power: Option<&mut [V]>,
-    ) {
+    ) -> Result<()> {
+        let span = block_span(plan, src, t0, n);
+        if let Some(x) = src.samples.get(span.clone()) {
+            if !all_finite(x) {
+                let index = span.start + x.iter().position(|v| !v.is_finite()).unwrap_or(0);
+                return Err(AglError::NonFinite {
+                    what: "audio buffer".to_string(),
+                    index,
+                });
+            }
+        }
         let len = self.fft.len();
         let n = n.min(LANES);
         let plain = src.preemphasis.is_none() && src.gain == 1.0;
@@ -446,7 +463,31 @@ impl LaneStft {
                 .fft
                 .forward_windowed(&frames, n, &mut self.re, &mut self.im),
         }
+        Ok(())
     }
+}
+
+/// The samples of `src` that the block of frames `t0 .. t0 + n` checks
+/// (see [`LaneStft::block`]): from where frame `t0` starts in the signal
+/// (before padding) to where frame `t0 + n` would start, clamped to the
+/// samples; the block holding the last frame takes the rest. Consecutive
+/// blocks of one signal's frames therefore partition all of its samples,
+/// whatever the padding, hop or window, and each span lies at the front of
+/// what its block reads.
+pub fn block_span(
+    plan: &StftPlan,
+    src: &Source<'_>,
+    t0: usize,
+    n: usize,
+) -> std::ops::Range<usize> {
+    let len = src.samples.len();
+    let hop = plan.params.hop_length;
+    let pad = plan.params.pad();
+    let at = |t: usize| t.saturating_mul(hop).saturating_sub(pad).min(len);
+    let last = plan
+        .n_frames(src.len())
+        .map_or(true, |total| t0 + n >= total);
+    at(t0)..if last { len } else { at(t0 + n) }
 }
 
 /// Cached forward complex FFT plans, shared by all workers.
@@ -652,13 +693,53 @@ fn energy(x: &[f32]) -> f32 {
 /// Validate a batch of mono signals: non-empty and finite.
 pub fn check_signals(items: &[&[f32]], n_threads: Option<usize>) -> Result<()> {
     crate::batch::check_items(items, n_threads, |i, x| {
-        if x.is_empty() {
-            return Err(AglError::Shape(format!(
-                "item {i} of the batch is empty (0 samples)"
-            )));
-        }
+        check_length(i, x)?;
         check_finite(x, &format!("audio buffer (item {i})"))
     })
+}
+
+fn check_length(i: usize, x: &[f32]) -> Result<()> {
+    if x.is_empty() {
+        return Err(AglError::Shape(format!(
+            "item {i} of the batch is empty (0 samples)"
+        )));
+    }
+    Ok(())
+}
+
+/// The part of [`check_signals`] that does not read the samples (no item is
+/// empty), for a batch that goes through [`LaneStft`], which checks
+/// finiteness block by block; wrap the run in [`rechecked`].
+pub fn check_signal_lengths(items: &[&[f32]]) -> Result<()> {
+    items
+        .iter()
+        .enumerate()
+        .try_for_each(|(i, x)| check_length(i, x))
+}
+
+/// [`check_signals`] for a batch about to run on the lane engine when
+/// `lanes` (finiteness left to it: only [`check_signal_lengths`] here; wrap
+/// the run in [`rechecked`]), the whole check otherwise.
+pub fn precheck_signals(items: &[&[f32]], n_threads: Option<usize>, lanes: bool) -> Result<()> {
+    if lanes {
+        check_signal_lengths(items)
+    } else {
+        check_signals(items, n_threads)
+    }
+}
+
+/// The result of a run whose finiteness check was left to the lane engine:
+/// on [`AglError::NonFinite`], `check` (the whole batch's up-front check)
+/// runs and its error is returned, so the error names the first bad item
+/// and sample whatever the thread count, as an up-front check would.
+pub fn rechecked<T>(run: Result<T>, check: impl FnOnce() -> Result<()>) -> Result<T> {
+    match run {
+        Err(e @ AglError::NonFinite { .. }) => {
+            check()?;
+            Err(e)
+        }
+        other => other,
+    }
 }
 
 /// Complex STFT of a batch of mono signals, each item laid out as librosa's
@@ -672,7 +753,8 @@ pub fn stft_batch(
     cancel: &Cancel,
 ) -> Result<FrameOutput<Complex32>> {
     let plan = StftPlan::new(params.clone())?;
-    check_signals(items, n_threads)?;
+    let lanes = lane_plan(params.n_fft);
+    precheck_signals(items, n_threads, lanes.is_some())?;
     let n_frames = items
         .iter()
         .map(|x| plan.n_frames(x.len()))
@@ -683,8 +765,9 @@ pub fn stft_batch(
         n_threads,
         cancel,
     };
-    if let Some(fft) = lane_plan(params.n_fft) {
-        return stft_lanes(items, &plan, fft, &n_frames, run);
+    if let Some(fft) = lanes {
+        let out = stft_lanes(items, &plan, fft, &n_frames, run);
+        return rechecked(out, || check_signals(items, n_threads));
     }
     run_framewise(
         &n_frames,
@@ -729,7 +812,7 @@ fn stft_lanes(
             let f0 = a - a % LANES;
             if *cached != Some((item, f0)) {
                 let count = (n_frames[item] - f0).min(LANES);
-                s.block(plan, &Source::plain(items[item]), f0, count);
+                s.block(plan, &Source::plain(items[item]), f0, count)?;
                 *cached = Some((item, f0));
             }
             let at = a - f0;
@@ -739,6 +822,7 @@ fn stft_lanes(
                     v.0[2 * i + 1] = im.0[at + i];
                 }
             }
+            Ok(())
         },
     )?;
     Ok(FrameOutput {
@@ -814,7 +898,7 @@ mod tests {
             let (mut re, mut im) = fft.make_buffers();
             for t0 in (0..frames).step_by(LANES) {
                 let n = (frames - t0).min(LANES);
-                block.block(&plan, &src, t0, n);
+                block.block(&plan, &src, t0, n).unwrap();
                 for i in 0..n {
                     plan.window_frame(&src, t0 + i, &mut buf);
                     fft.forward(&[&buf], &mut re, &mut im);
