@@ -9,7 +9,9 @@
 use rayon::prelude::*;
 
 use crate::error::{try_grow, AglError, Result};
-use crate::lanefft::{flat, stream_copy, stream_fence, transpose_out, LANES, V};
+use crate::lanefft::{
+    flat, flat_mut, rows_out, stream_copy, stream_fence, transpose_out, LANES, V,
+};
 use crate::parallel::{install, Cancel};
 
 /// Where a frame's row goes inside one item's output block.
@@ -376,39 +378,41 @@ where
     let extents_ref = &extents;
     let result: Result<()> = install(n_threads, || {
         tasks.par_iter().try_for_each_init(
-            || (init(), vec![V::ZERO; row_len], Vec::<f32>::new()),
+            || (init(), vec![V::ZERO; row_len], Vec::<V>::new()),
             |(scratch, vals, stage), &(item, t0, t1)| -> Result<()> {
                 cancel.check()?;
                 let base = offsets_ref[item];
                 let ext = extents_ref[item];
                 let span = t1 - t0;
-                match layout {
+                let len = match layout {
                     // The task's rows are gathered here, then written out as
                     // one contiguous run per row: long sequential stores
                     // instead of one 64-byte store per row and block.
-                    Layout::WidthTime { .. } => stage.resize(row_len * span, 0.0),
+                    Layout::WidthTime { .. } => row_len * span,
                     // One channel of a block of frames, frame-major.
-                    Layout::ChannelsTimeWidth { width, .. } => stage.resize(LANES * width, 0.0),
-                }
+                    Layout::ChannelsTimeWidth { width, .. } => LANES * width,
+                };
+                // Held as vectors so that it starts on a cache line: a row
+                // of a whole block is then one aligned 64-byte store.
+                stage.resize(len.div_ceil(LANES), V::ZERO);
+                let stage = &mut flat_mut(stage)[..len];
                 for b0 in (t0..t1).step_by(LANES) {
                     let n = (t1 - b0).min(LANES);
                     block(scratch, item, b0, n, vals)?;
                     let raw: &[V] = vals;
                     let vals = flat(vals);
                     match layout {
+                        Layout::WidthTime { width } if n == LANES => {
+                            // SAFETY: row w's values b0 - t0 .. + LANES lie
+                            // inside `stage` (span >= b0 - t0 + LANES).
+                            unsafe {
+                                rows_out(&raw[..width], stage.as_mut_ptr().add(b0 - t0), span)
+                            };
+                        }
                         Layout::WidthTime { width } => {
                             let at = b0 - t0;
                             for (w, v) in vals.chunks_exact(LANES).take(width).enumerate() {
-                                let dst = &mut stage[w * span + at..w * span + at + n];
-                                if let (Ok(d), Ok(v)) = (
-                                    <&mut [f32; LANES]>::try_from(&mut *dst),
-                                    <&[f32; LANES]>::try_from(v),
-                                ) {
-                                    // A fixed-size copy: inlined, no call.
-                                    *d = *v;
-                                } else {
-                                    dst.copy_from_slice(&v[..n]);
-                                }
+                                stage[w * span + at..w * span + at + n].copy_from_slice(&v[..n]);
                             }
                         }
                         // SAFETY: as in `run_framewise`: frames b0 .. b0 + n

@@ -422,20 +422,29 @@ impl LaneBins {
         t0: usize,
         n: usize,
     ) -> Result<()> {
-        self.l.block(plan, l, t0, n)?;
-        self.r.block(plan, r, t0, n)?;
-        let nf = self.bins[0].len();
+        self.l.transform(plan, l, t0, n)?;
+        self.r.transform(plan, r, t0, n)?;
         let (sl, sr) = (&self.l, &self.r);
         let [b0, b1, b2, b3] = &mut self.bins;
-        vectorized_wide(
+        // Both ears split together, each run of bins turned into the four
+        // binaural values while it is in L1: neither spectrum is stored.
+        sl.fft().split_pair(
+            (&sl.re, &sl.im),
+            (&sr.re, &sr.im),
             #[inline(always)]
-            || {
+            |k0, [lr, li, rr, ri]| {
+                let k1 = k0 + lr.len();
                 binaural_lanes(
-                    flat(&sl.re[..nf]),
-                    flat(&sl.im[..nf]),
-                    flat(&sr.re[..nf]),
-                    flat(&sr.im[..nf]),
-                    [flat_mut(b0), flat_mut(b1), flat_mut(b2), flat_mut(b3)],
+                    flat(lr),
+                    flat(li),
+                    flat(rr),
+                    flat(ri),
+                    [
+                        flat_mut(&mut b0[k0..k1]),
+                        flat_mut(&mut b1[k0..k1]),
+                        flat_mut(&mut b2[k0..k1]),
+                        flat_mut(&mut b3[k0..k1]),
+                    ],
                 )
             },
         );

@@ -98,6 +98,26 @@ pub unsafe fn transpose_out(src: &[V], dst: *mut f32, stride: usize) {
     }
 }
 
+/// Write `src[w]` (`LANES` values) to `dst + w * stride .. + LANES` for
+/// every `w`: the rows of a block of whole frames into a frequency-major
+/// buffer, one 64-byte store per row where the CPU has AVX-512.
+///
+/// # Safety
+/// `dst + w * stride + i` must be valid for writes for `w < src.len()`,
+/// `i < LANES`.
+#[inline]
+pub unsafe fn rows_out(src: &[V], dst: *mut f32, stride: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::fastmath::has_avx512f() {
+            return x86::rows_out(src, dst, stride);
+        }
+    }
+    for (w, v) in src.iter().enumerate() {
+        std::ptr::copy_nonoverlapping(v.0.as_ptr(), dst.add(w * stride), LANES);
+    }
+}
+
 /// Ask the CPU to bring `data` into its L2 cache ahead of use: a hint,
 /// with no effect on any value. Frames overlap, so the rows of a block
 /// first touch new samples all at once; read from memory as they are
@@ -428,6 +448,13 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn rows_out(src: &[V], dst: *mut f32, stride: usize) {
+        for (w, v) in src.iter().enumerate() {
+            _mm512_storeu_ps(dst.add(w * stride), _mm512_load_ps(v.0.as_ptr()));
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn transpose_out(src: &[V], dst: *mut f32, stride: usize) {
         let mut rows = [_mm512_setzero_ps(); 16];
         for (r, v) in rows.iter_mut().zip(&src[..16]) {
@@ -633,6 +660,13 @@ impl LaneFft {
         with_lanes!(R => self.forward_with::<R>(frames, used, re, im))
     }
 
+    /// The load and the complex stages of [`LaneFft::forward_windowed`],
+    /// without the split: `re[..m]`, `im[..m]` hold the half-length
+    /// transform `Z`, for [`LaneFft::split_pair`].
+    pub fn transform(&self, frames: &Frames<'_>, used: usize, re: &mut [V], im: &mut [V]) {
+        with_lanes!(R => self.transform_with::<R>(frames, used, re, im))
+    }
+
     /// [`LaneFft::forward_windowed`] reduced to the power spectrum:
     /// `power[k]` gets `|X[k]|^2` (`n / 2 + 1` vectors), computed as the
     /// bins are formed; `re` and `im` are scratch. The same values, bit for
@@ -757,31 +791,129 @@ impl LaneFft {
         mut emit: impl FnMut(&mut [V], &mut [V], usize, R, R),
     ) {
         let m = self.m;
-        let half = R::splat(0.5);
-        let zero = R::splat(0.0);
-        let (z0r, z0i) = (R::ld(&re[0]), R::ld(&im[0]));
-        emit(re, im, 0, z0r.add(z0i), zero);
-        emit(re, im, m, z0r.sub(z0i), zero);
+        let ([x0r, x0i], [xmr, xmi]) = split_edge::<R>(re, im);
+        emit(re, im, 0, x0r, x0i);
+        emit(re, im, m, xmr, xmi);
         for k in 1..=m / 2 {
             let j = m - k;
-            let (zkr, zki) = (R::ld(&re[k]), R::ld(&im[k]));
-            let (zjr, zji) = (R::ld(&re[j]), R::ld(&im[j]));
-            // E = (Z[k] + conj Z[j]) / 2, O = (Z[k] - conj Z[j]) / 2.
-            let er = half.mul(zkr.add(zjr));
-            let ei = half.mul(zki.sub(zji));
-            let or = half.mul(zkr.sub(zjr));
-            let oi = half.mul(zki.add(zji));
-            // T = i W^k O.
-            let (wr, wi) = self.post[k];
-            let (pr, pi) = cmul(or, oi, wr, wi);
-            let (tr, ti) = (zero.sub(pi), pr);
-            // X[k] = E - T, X[j] = conj(E + T).
-            emit(re, im, k, er.sub(tr), ei.sub(ti));
+            let ([xkr, xki], [xjr, xji]) = self.split_bin::<R>(re, im, k);
+            emit(re, im, k, xkr, xki);
             if j != k {
-                emit(re, im, j, er.add(tr), zero.sub(ei.add(ti)));
+                emit(re, im, j, xjr, xji);
             }
         }
     }
+
+    /// One step of the split (`1 <= k <= m / 2`): `X[k]` and `X[m - k]`
+    /// (real and imaginary parts) from `Z[k]` and `Z[m - k]`.
+    #[inline(always)]
+    unsafe fn split_bin<R: Lanes>(&self, re: &[V], im: &[V], k: usize) -> ([R; 2], [R; 2]) {
+        let half = R::splat(0.5);
+        let zero = R::splat(0.0);
+        let j = self.m - k;
+        let (zkr, zki) = (R::ld(&re[k]), R::ld(&im[k]));
+        let (zjr, zji) = (R::ld(&re[j]), R::ld(&im[j]));
+        // E = (Z[k] + conj Z[j]) / 2, O = (Z[k] - conj Z[j]) / 2.
+        let er = half.mul(zkr.add(zjr));
+        let ei = half.mul(zki.sub(zji));
+        let or = half.mul(zkr.sub(zjr));
+        let oi = half.mul(zki.add(zji));
+        // T = i W^k O.
+        let (wr, wi) = self.post[k];
+        let (pr, pi) = cmul(or, oi, wr, wi);
+        let (tr, ti) = (zero.sub(pi), pr);
+        // X[k] = E - T, X[j] = conj(E + T).
+        ([er.sub(tr), ei.sub(ti)], [er.add(tr), zero.sub(ei.add(ti))])
+    }
+
+    /// The split of two transforms at once (the left and right ears of
+    /// [`LaneFft::transform`]), neither written back: `consume(k0, x)`
+    /// receives runs of consecutive bins `k0 .. k0 + len` (`len <=`
+    /// [`SPLIT_RUN`]) as `x = [Re XL, Im XL, Re XR, Im XR]`, `len` vectors
+    /// each, small enough to stay in L1 while they are consumed. The runs
+    /// cover every bin `0 ..= m` once. The values are those of
+    /// [`LaneFft::forward`], bit for bit.
+    pub fn split_pair(
+        &self,
+        left: (&[V], &[V]),
+        right: (&[V], &[V]),
+        consume: impl FnMut(usize, [&[V]; 4]),
+    ) {
+        let m = self.m;
+        assert!(
+            [left.0, left.1, right.0, right.1]
+                .iter()
+                .all(|b| b.len() >= m),
+            "split_pair reads m values of each buffer"
+        );
+        // SAFETY: `run` chose R for this CPU; indices are < m (checked).
+        with_lanes!(R => unsafe { self.split_pair_with::<R>(left, right, consume) })
+    }
+
+    #[inline(always)]
+    unsafe fn split_pair_with<R: Lanes>(
+        &self,
+        (lre, lim): (&[V], &[V]),
+        (rre, rim): (&[V], &[V]),
+        mut consume: impl FnMut(usize, [&[V]; 4]),
+    ) {
+        let m = self.m;
+        // Bins k (ascending, `lo`) and m - k (descending, filled from the
+        // end of `hi` so that each run is in ascending bin order).
+        let mut lo = [[V::ZERO; SPLIT_RUN]; 4];
+        let mut hi = [[V::ZERO; SPLIT_RUN]; 4];
+        let put = |buf: &mut [[V; SPLIT_RUN]; 4], p: usize, l: [R; 2], r: [R; 2]| {
+            l[0].st(&mut buf[0][p]);
+            l[1].st(&mut buf[1][p]);
+            r[0].st(&mut buf[2][p]);
+            r[1].st(&mut buf[3][p]);
+        };
+        #[inline(always)]
+        fn runs(buf: &[[V; SPLIT_RUN]; 4], a: usize, b: usize) -> [&[V]; 4] {
+            [&buf[0][a..b], &buf[1][a..b], &buf[2][a..b], &buf[3][a..b]]
+        }
+        let (l0, lm) = split_edge::<R>(lre, lim);
+        let (r0, rm) = split_edge::<R>(rre, rim);
+        put(&mut lo, 0, l0, r0);
+        put(&mut hi, 0, lm, rm);
+        consume(0, runs(&lo, 0, 1));
+        consume(m, runs(&hi, 0, 1));
+        let last = m / 2;
+        let mut k0 = 1;
+        while k0 <= last {
+            let len = (last + 1 - k0).min(SPLIT_RUN);
+            for i in 0..len {
+                let k = k0 + i;
+                let (lk, lj) = self.split_bin::<R>(lre, lim, k);
+                let (rk, rj) = self.split_bin::<R>(rre, rim, k);
+                put(&mut lo, i, lk, rk);
+                put(&mut hi, SPLIT_RUN - 1 - i, lj, rj);
+            }
+            consume(k0, runs(&lo, 0, len));
+            // Bins m - k0 - len + 1 ..= m - k0, without the middle bin
+            // (m - k = k at k = m / 2), which the ascending run holds.
+            let top = m - k0;
+            let bottom = (m + 1 - k0 - len).max(last + 1);
+            if top >= bottom {
+                let n = top + 1 - bottom;
+                consume(bottom, runs(&hi, SPLIT_RUN - n, SPLIT_RUN));
+            }
+            k0 += len;
+        }
+    }
+}
+
+/// Bins per run of [`LaneFft::split_pair`]: four runs of both ears,
+/// 16 KiB, fit in L1 beside what the split reads.
+pub const SPLIT_RUN: usize = 16;
+
+/// The split's bins 0 and m (both real): `Z[0]`'s parts summed and
+/// subtracted.
+#[inline(always)]
+unsafe fn split_edge<R: Lanes>(re: &[V], im: &[V]) -> ([R; 2], [R; 2]) {
+    let zero = R::splat(0.0);
+    let (z0r, z0i) = (R::ld(&re[0]), R::ld(&im[0]));
+    ([z0r.add(z0i), zero], [z0r.sub(z0i), zero])
 }
 
 /// The instruction sets a lane kernel can run on.
@@ -1004,6 +1136,54 @@ mod tests {
                 acc
             })
             .collect()
+    }
+
+    /// `split_pair` hands over every bin of both transforms once, in runs of
+    /// consecutive bins, with the values of `forward`, bit for bit.
+    #[test]
+    fn split_pair_covers_every_bin_with_the_split_values() {
+        for bits in 3..=12 {
+            let n = 1usize << bits;
+            let plan = LaneFft::new(n).unwrap();
+            let data: Vec<Vec<f32>> = (0..2 * LANES).map(|l| noise(n, 90 + l as u64)).collect();
+            let frames: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
+            let (left, right) = frames.split_at(LANES);
+            let mut want = Vec::new();
+            let mut half = Vec::new();
+            for side in [left, right] {
+                let (mut re, mut im) = plan.make_buffers();
+                plan.forward(side, &mut re, &mut im);
+                want.push((re, im));
+                let mut f = Frames {
+                    src: [plan.ones(); LANES],
+                    win: [plan.ones(); LANES],
+                    windowed: false,
+                };
+                f.src.copy_from_slice(side);
+                let (mut re, mut im) = plan.make_buffers();
+                plan.transform(&f, LANES, &mut re, &mut im);
+                half.push((re, im));
+            }
+            let mut seen = vec![0usize; plan.n_bins()];
+            plan.split_pair(
+                (&half[0].0, &half[0].1),
+                (&half[1].0, &half[1].1),
+                |k0, x| {
+                    assert!(x
+                        .iter()
+                        .all(|r| r.len() == x[0].len() && r.len() <= SPLIT_RUN));
+                    for (i, k) in (k0..k0 + x[0].len()).enumerate() {
+                        seen[k] += 1;
+                        let expect = [&want[0].0[k], &want[0].1[k], &want[1].0[k], &want[1].1[k]];
+                        for (got, exp) in x.iter().zip(expect) {
+                            let (g, e) = (got[i].0.map(f32::to_bits), exp.0.map(f32::to_bits));
+                            assert_eq!(g, e, "n={n} bin {k}");
+                        }
+                    }
+                },
+            );
+            assert!(seen.iter().all(|&c| c == 1), "n={n}: {seen:?}");
+        }
     }
 
     #[test]

@@ -339,6 +339,15 @@ pub fn lane_plan(n: usize) -> Option<Arc<LaneFft>> {
         .clone()
 }
 
+/// What [`LaneStft::run`] leaves: the one-sided spectra in `re`, `im`;
+/// their power in the given vectors; or the half-length transforms before
+/// the split.
+enum Spectra<'a> {
+    Bins,
+    Power(&'a mut [V]),
+    Half,
+}
+
 /// Per-worker buffers of the block STFT: up to [`LANES`] windowed frames of
 /// one signal and their one-sided spectra, bin-major (`re[k].0[i]` is bin
 /// `k` of frame `t0 + i`).
@@ -372,7 +381,7 @@ impl LaneStft {
     /// every sample checked once, as it enters the cache for the transform,
     /// instead of in a separate pass over memory. See [`rechecked`].
     pub fn block(&mut self, plan: &StftPlan, src: &Source<'_>, t0: usize, n: usize) -> Result<()> {
-        self.run(plan, src, t0, n, None)
+        self.run(plan, src, t0, n, Spectra::Bins)
     }
 
     /// [`LaneStft::block`] reduced to `|X|^2` into `power` (`n_fft / 2 + 1`
@@ -386,7 +395,25 @@ impl LaneStft {
         n: usize,
         power: &mut [V],
     ) -> Result<()> {
-        self.run(plan, src, t0, n, Some(power))
+        self.run(plan, src, t0, n, Spectra::Power(power))
+    }
+
+    /// [`LaneStft::block`] without the split: `re[..n_fft / 2]` and
+    /// `im[..n_fft / 2]` hold the half-length transforms, for
+    /// [`LaneFft::split_pair`] (see [`LaneStft::fft`]).
+    pub fn transform(
+        &mut self,
+        plan: &StftPlan,
+        src: &Source<'_>,
+        t0: usize,
+        n: usize,
+    ) -> Result<()> {
+        self.run(plan, src, t0, n, Spectra::Half)
+    }
+
+    /// The plan this engine runs.
+    pub fn fft(&self) -> &LaneFft {
+        &self.fft
     }
 
     fn run(
@@ -395,7 +422,7 @@ impl LaneStft {
         src: &Source<'_>,
         t0: usize,
         n: usize,
-        power: Option<&mut [V]>,
+        spectra: Spectra<'_>,
     ) -> Result<()> {
         let span = block_span(plan, src, t0, n);
         if let Some(x) = src.samples.get(span.clone()) {
@@ -455,13 +482,14 @@ impl LaneStft {
                 crate::lanefft::prefetch(next);
             }
         }
-        match power {
-            Some(p) => self
+        match spectra {
+            Spectra::Power(p) => self
                 .fft
                 .forward_power(&frames, n, &mut self.re, &mut self.im, p),
-            None => self
+            Spectra::Bins => self
                 .fft
                 .forward_windowed(&frames, n, &mut self.re, &mut self.im),
+            Spectra::Half => self.fft.transform(&frames, n, &mut self.re, &mut self.im),
         }
         Ok(())
     }
