@@ -681,10 +681,16 @@ impl LaneFft {
     ) {
         let m = self.m;
         assert!(power.len() > m, "power holds n / 2 + 1 bins");
-        with_lanes!(R => {
-            self.transform_with::<R>(frames, used, re, im);
-            // SAFETY: `run` chose R for this CPU; indices are < m + 1.
-            unsafe { self.split_power::<R>(&mut re[..m], &mut im[..m], &mut power[..=m]) }
+        let used = used.min(LANES);
+        self.check_buffers(frames, used, re, im);
+        // SAFETY: `run` chose R for this CPU; indices are < m + 1, and the
+        // frames and windows hold 2 m samples (checked).
+        with_lanes!(R => unsafe {
+            R::load(frames, used, &self.rev, &mut re[..m], &mut im[..m]);
+            match self.stages_before_last::<R>(&mut re[..m], &mut im[..m]) {
+                Some((e, tw)) => self.last_pass_power::<R>(&re[..m], &im[..m], e, tw, &mut power[..=m]),
+                None => self.split_power::<R>(&mut re[..m], &mut im[..m], &mut power[..=m]),
+            }
         })
     }
 
@@ -713,6 +719,20 @@ impl LaneFft {
     ) {
         let m = self.m;
         let used = used.min(LANES);
+        self.check_buffers(frames, used, re, im);
+        // SAFETY: `run` chose R for this CPU; every index below is < m + 1
+        // and every frame and window slice holds 2 m samples (checked).
+        unsafe {
+            R::load(frames, used, &self.rev, &mut re[..m], &mut im[..m]);
+            self.stages::<R>(&mut re[..m], &mut im[..m]);
+        }
+    }
+
+    /// The sizes the unchecked indexing of a transform relies on: `n / 2
+    /// + 1` bins of scratch, `n` samples in every frame and window used.
+    #[inline(always)]
+    fn check_buffers(&self, frames: &Frames<'_>, used: usize, re: &[V], im: &[V]) {
+        let m = self.m;
         assert!(
             re.len() > m && im.len() > m,
             "lane buffers hold n / 2 + 1 bins"
@@ -724,18 +744,27 @@ impl LaneFft {
                 .all(|f| f.len() >= 2 * m),
             "frames and windows hold n samples"
         );
-        // SAFETY: `run` chose R for this CPU; every index below is < m + 1
-        // and every frame and window slice holds 2 m samples (checked).
-        unsafe {
-            R::load(frames, used, &self.rev, &mut re[..m], &mut im[..m]);
-            self.stages::<R>(&mut re[..m], &mut im[..m]);
-        }
     }
 
     /// All decimation-in-time stages on bit-reversed input, in place
     /// (`re`, `im`: `m` entries).
     #[inline(always)]
     unsafe fn stages<R: Lanes>(&self, re: &mut [V], im: &mut [V]) {
+        if let Some((e, tw)) = self.stages_before_last::<R>(re, im) {
+            radix8_stage::<R>(re, im, e, tw);
+        }
+    }
+
+    /// The stages of [`LaneFft::stages`], except a last one that is a
+    /// radix-8 pass over the whole block (span `m`): that one is left to the
+    /// caller, which gets its `e = m / 8` and twiddles (see
+    /// [`LaneFft::last_pass_power`]). `None` when every stage ran.
+    #[inline(always)]
+    unsafe fn stages_before_last<R: Lanes>(
+        &self,
+        re: &mut [V],
+        im: &mut [V],
+    ) -> Option<(usize, &[(f32, f32)])> {
         let m = self.m;
         let mut e = 1;
         if !self.radix8 {
@@ -746,7 +775,11 @@ impl LaneFft {
         while e < m {
             let left = (m / e).trailing_zeros();
             if self.radix8 && left >= 3 {
-                radix8_stage::<R>(re, im, e, &self.tw[off..off + 7 * e]);
+                let tw = &self.tw[off..off + 7 * e];
+                if 8 * e == m {
+                    return Some((e, tw));
+                }
+                radix8_stage::<R>(re, im, e, tw);
                 off += 7 * e;
                 e *= 8;
             } else if left == 2 {
@@ -759,6 +792,67 @@ impl LaneFft {
                 e *= 2;
             }
         }
+        None
+    }
+
+    /// The last radix-8 pass (span `m`, `e = m / 8`) fused with the split to
+    /// `|X[k]|^2` ([`LaneFft::split_power`]): butterflies `k` and `e - k`
+    /// produce between them both partners `Z[p]`, `Z[m - p]` of each of
+    /// their outputs (`p = k + q e` pairs with `m - p = (e - k) + (7 - q)
+    /// e`), so the pass's output is split and squared as it is formed, not
+    /// written back and read again. The same operations as the two steps
+    /// apart, so the same bits.
+    #[inline(always)]
+    unsafe fn last_pass_power<R: Lanes>(
+        &self,
+        re: &[V],
+        im: &[V],
+        e: usize,
+        tw: &[(f32, f32)],
+        out: &mut [V],
+    ) {
+        let m = self.m;
+        // Butterfly 0 pairs with itself: outputs q and 8 - q; output 0 is
+        // Z[0] (bins 0 and m).
+        let a = radix8_values::<R, false>(re, im, 0, e, &[]);
+        let (x0, xm) = split_edge_values::<R>(a[0]);
+        power::<R>(x0).st(&mut out[0]);
+        power::<R>(xm).st(&mut out[m]);
+        for q in 1..=4 {
+            self.pair_power::<R>(q * e, a[q], a[8 - q], out);
+        }
+        for k in 1..=e / 2 {
+            let w = &tw[7 * k..7 * k + 7];
+            let a = radix8_values::<R, true>(re, im, k, e, w);
+            if 2 * k == e {
+                // Pairs with itself: outputs q and 7 - q.
+                for q in 0..4 {
+                    self.pair_power::<R>(k + q * e, a[q], a[7 - q], out);
+                }
+            } else {
+                let j = e - k;
+                let b = radix8_values::<R, true>(re, im, j, e, &tw[7 * j..7 * j + 7]);
+                for q in 0..8 {
+                    let p = k + q * e;
+                    if 2 * p < m {
+                        self.pair_power::<R>(p, a[q], b[7 - q], out);
+                    } else {
+                        self.pair_power::<R>(m - p, b[7 - q], a[q], out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `|X[p]|^2` and `|X[m - p]|^2` (`1 <= p <= m / 2`; the middle bin
+    /// once) from `Z[p]`, `Z[m - p]`, into `out`.
+    #[inline(always)]
+    unsafe fn pair_power<R: Lanes>(&self, p: usize, zp: [R; 2], zq: [R; 2], out: &mut [V]) {
+        let (xp, xq) = self.split_values::<R>(zp, zq, p);
+        power::<R>(xp).st(&mut out[p]);
+        if 2 * p != self.m {
+            power::<R>(xq).st(&mut out[self.m - p]);
+        }
     }
 
     /// [`LaneFft::split`] straight to `|X[k]|^2` (`out`: `m + 1` entries),
@@ -766,7 +860,7 @@ impl LaneFft {
     #[inline(always)]
     unsafe fn split_power<R: Lanes>(&self, re: &mut [V], im: &mut [V], out: &mut [V]) {
         self.split_with::<R>(re, im, |_, _, k, xr, xi| {
-            xr.mul(xr).add(xi.mul(xi)).st(&mut out[k])
+            power::<R>([xr, xi]).st(&mut out[k])
         })
     }
 
@@ -808,11 +902,24 @@ impl LaneFft {
     /// (real and imaginary parts) from `Z[k]` and `Z[m - k]`.
     #[inline(always)]
     unsafe fn split_bin<R: Lanes>(&self, re: &[V], im: &[V], k: usize) -> ([R; 2], [R; 2]) {
+        let j = self.m - k;
+        self.split_values::<R>(
+            [R::ld(&re[k]), R::ld(&im[k])],
+            [R::ld(&re[j]), R::ld(&im[j])],
+            k,
+        )
+    }
+
+    /// [`LaneFft::split_bin`] on the values `Z[k]`, `Z[m - k]`.
+    #[inline(always)]
+    unsafe fn split_values<R: Lanes>(
+        &self,
+        [zkr, zki]: [R; 2],
+        [zjr, zji]: [R; 2],
+        k: usize,
+    ) -> ([R; 2], [R; 2]) {
         let half = R::splat(0.5);
         let zero = R::splat(0.0);
-        let j = self.m - k;
-        let (zkr, zki) = (R::ld(&re[k]), R::ld(&im[k]));
-        let (zjr, zji) = (R::ld(&re[j]), R::ld(&im[j]));
         // E = (Z[k] + conj Z[j]) / 2, O = (Z[k] - conj Z[j]) / 2.
         let er = half.mul(zkr.add(zjr));
         let ei = half.mul(zki.sub(zji));
@@ -907,12 +1014,23 @@ impl LaneFft {
 /// 16 KiB, fit in L1 beside what the split reads.
 pub const SPLIT_RUN: usize = 16;
 
+/// `re^2 + im^2`, as the split's power is formed everywhere.
+#[inline(always)]
+unsafe fn power<R: Lanes>([re, im]: [R; 2]) -> R {
+    re.mul(re).add(im.mul(im))
+}
+
 /// The split's bins 0 and m (both real): `Z[0]`'s parts summed and
 /// subtracted.
 #[inline(always)]
 unsafe fn split_edge<R: Lanes>(re: &[V], im: &[V]) -> ([R; 2], [R; 2]) {
+    split_edge_values::<R>([R::ld(&re[0]), R::ld(&im[0])])
+}
+
+/// [`split_edge`] on the value `Z[0]`.
+#[inline(always)]
+unsafe fn split_edge_values<R: Lanes>([z0r, z0i]: [R; 2]) -> ([R; 2], [R; 2]) {
     let zero = R::splat(0.0);
-    let (z0r, z0i) = (R::ld(&re[0]), R::ld(&im[0]));
     ([z0r.add(z0i), zero], [z0r.sub(z0i), zero])
 }
 
@@ -1012,6 +1130,23 @@ unsafe fn radix8_butterfly<R: Lanes, const TWIDDLED: bool>(
     e: usize,
     w: &[(f32, f32)],
 ) {
+    let x = radix8_values::<R, TWIDDLED>(re, im, at, e, w);
+    for (q, [xr, xi]) in x.into_iter().enumerate() {
+        xr.st(&mut re[at + q * e]);
+        xi.st(&mut im[at + q * e]);
+    }
+}
+
+/// The outputs `q = 0..8` (real, imaginary) of the butterfly of
+/// [`radix8_butterfly`], not stored.
+#[inline(always)]
+unsafe fn radix8_values<R: Lanes, const TWIDDLED: bool>(
+    re: &[V],
+    im: &[V],
+    at: usize,
+    e: usize,
+    w: &[(f32, f32)],
+) -> [[R; 2]; 8] {
     // Block holding residue r: rev3(r).
     const BLOCK: [usize; 8] = [0, 4, 2, 6, 1, 5, 3, 7];
     let h = R::splat(std::f32::consts::FRAC_1_SQRT_2);
@@ -1049,7 +1184,7 @@ unsafe fn radix8_butterfly<R: Lanes, const TWIDDLED: bool>(
     let (x, y) = (br[3], bi[3]);
     br[3] = h.mul(y.sub(x));
     bi[3] = R::splat(0.0).sub(h.mul(x.add(y)));
-    let out = |q: usize| at + q * e;
+    let mut out = [[R::splat(0.0); 2]; 8];
     for (parity, (pr, pi)) in [(ar, ai), (br, bi)].into_iter().enumerate() {
         // 4-point DFT: outputs 2p + parity.
         let (c0r, c0i) = (pr[0].add(pr[2]), pi[0].add(pi[2]));
@@ -1057,15 +1192,12 @@ unsafe fn radix8_butterfly<R: Lanes, const TWIDDLED: bool>(
         let (d0r, d0i) = (pr[0].sub(pr[2]), pi[0].sub(pi[2]));
         // -i (p1 - p3)
         let (d1r, d1i) = (pi[1].sub(pi[3]), pr[3].sub(pr[1]));
-        c0r.add(c1r).st(&mut re[out(parity)]);
-        c0i.add(c1i).st(&mut im[out(parity)]);
-        d0r.add(d1r).st(&mut re[out(2 + parity)]);
-        d0i.add(d1i).st(&mut im[out(2 + parity)]);
-        c0r.sub(c1r).st(&mut re[out(4 + parity)]);
-        c0i.sub(c1i).st(&mut im[out(4 + parity)]);
-        d0r.sub(d1r).st(&mut re[out(6 + parity)]);
-        d0i.sub(d1i).st(&mut im[out(6 + parity)]);
+        out[parity] = [c0r.add(c1r), c0i.add(c1i)];
+        out[2 + parity] = [d0r.add(d1r), d0i.add(d1i)];
+        out[4 + parity] = [c0r.sub(c1r), c0i.sub(c1i)];
+        out[6 + parity] = [d0r.sub(d1r), d0i.sub(d1i)];
     }
+    out
 }
 
 /// One radix-2 stage of span `s` (twiddles `W_s^k`, `k < s / 2`).
@@ -1316,7 +1448,9 @@ mod tests {
 
     #[test]
     fn power_spectra_equal_the_squared_spectra() {
-        for n in [8usize, 64, 1024, 2048] {
+        // 1024 and 8192 end in a whole-block radix-8 pass, fused with the
+        // split to power; the others do not.
+        for n in [8usize, 64, 1024, 2048, 8192] {
             let plan = LaneFft::new(n).unwrap();
             let data: Vec<Vec<f32>> = (0..LANES - 1).map(|l| noise(n, 70 + l as u64)).collect();
             let mut f = Frames {
