@@ -339,8 +339,9 @@ where
 /// `block(scratch, item, t0, n, values)` fills the `row_len` vectors of
 /// `values`: value `w` of the row of frame `t0 + i` (`i < n`) in lane `i` of
 /// `values[w]`, so a frequency-major item gets each row of `n` frames as one
-/// contiguous copy. An error from `block` stops the run and is returned. Blocks start at multiples of
-/// [`LANES`] within an item, whatever the thread count.
+/// contiguous copy. An error from `block` stops the run and is returned.
+/// Blocks start at multiples of [`LANES`] within an item, whatever the
+/// thread count.
 pub fn run_blockwise<S, I, F>(
     n_frames: &[usize],
     layout: Layout,
