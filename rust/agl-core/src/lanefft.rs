@@ -767,11 +767,21 @@ impl LaneFft {
     ) -> Option<(usize, &[(f32, f32)])> {
         let m = self.m;
         let mut e = 1;
+        let mut off = 0;
         if !self.radix8 {
             radix4_first::<R>(re, im);
             e = 4;
+        } else if m >= 512 {
+            // The first two radix-8 passes (spans 8 and 64) stay inside runs
+            // of 64 values: both run on one run (8 KiB) while it is in L1,
+            // instead of each sweeping the whole block.
+            let (tw1, tw8) = (&self.tw[..7], &self.tw[7..7 + 56]);
+            for (r, i) in re.chunks_exact_mut(64).zip(im.chunks_exact_mut(64)) {
+                radix8_stage::<R>(r, i, 1, tw1);
+                radix8_stage::<R>(r, i, 8, tw8);
+            }
+            (e, off) = (64, 63);
         }
-        let mut off = 0;
         while e < m {
             let left = (m / e).trailing_zeros();
             if self.radix8 && left >= 3 {
@@ -1397,35 +1407,44 @@ mod tests {
 
     #[test]
     fn every_backend_gives_the_same_bits() {
-        let n = 512;
-        let plan = LaneFft::new(n).unwrap();
-        let data: Vec<Vec<f32>> = (0..LANES).map(|l| noise(n, 40 + l as u64)).collect();
-        let frames: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
-        let (mut re, mut im) = plan.make_buffers();
-        plan.forward(&frames, &mut re, &mut im);
-        let bits = |v: &[V]| {
-            v.iter()
-                .flat_map(|x| x.0.map(f32::to_bits))
-                .collect::<Vec<_>>()
-        };
-        let (mut r2, mut i2) = plan.make_buffers();
-        let mut f = Frames {
-            src: [&plan.ones; LANES],
-            win: [&plan.ones; LANES],
-            windowed: false,
-        };
-        f.src.copy_from_slice(&frames);
-        plan.forward_with::<Portable>(&f, LANES, &mut r2, &mut i2);
-        assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "portable");
-        #[cfg(target_arch = "x86_64")]
-        {
-            if crate::fastmath::has_avx2_fma() {
-                plan.forward_with::<Avx2>(&f, LANES, &mut r2, &mut i2);
-                assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "avx2");
-            }
-            if crate::fastmath::has_avx512f() {
-                plan.forward_with::<Avx512>(&f, LANES, &mut r2, &mut i2);
-                assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "avx512");
+        // 512: radix-4 passes; 1024 and 8192: radix-8, the first two passes
+        // run 64 values at a time, the last one fused with the power split.
+        for n in [512, 1024, 8192] {
+            let plan = LaneFft::new(n).unwrap();
+            let data: Vec<Vec<f32>> = (0..LANES).map(|l| noise(n, 40 + l as u64)).collect();
+            let frames: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
+            let (mut re, mut im) = plan.make_buffers();
+            plan.forward(&frames, &mut re, &mut im);
+            let bits = |v: &[V]| {
+                v.iter()
+                    .flat_map(|x| x.0.map(f32::to_bits))
+                    .collect::<Vec<_>>()
+            };
+            let (mut r2, mut i2) = plan.make_buffers();
+            let mut f = Frames {
+                src: [&plan.ones; LANES],
+                win: [&plan.ones; LANES],
+                windowed: false,
+            };
+            f.src.copy_from_slice(&frames);
+            plan.forward_with::<Portable>(&f, LANES, &mut r2, &mut i2);
+            assert!(
+                bits(&re) == bits(&r2) && bits(&im) == bits(&i2),
+                "portable {n}"
+            );
+            #[cfg(target_arch = "x86_64")]
+            {
+                if crate::fastmath::has_avx2_fma() {
+                    plan.forward_with::<Avx2>(&f, LANES, &mut r2, &mut i2);
+                    assert!(bits(&re) == bits(&r2) && bits(&im) == bits(&i2), "avx2 {n}");
+                }
+                if crate::fastmath::has_avx512f() {
+                    plan.forward_with::<Avx512>(&f, LANES, &mut r2, &mut i2);
+                    assert!(
+                        bits(&re) == bits(&r2) && bits(&im) == bits(&i2),
+                        "avx512 {n}"
+                    );
+                }
             }
         }
     }
