@@ -89,6 +89,37 @@ def test_window_views_read_the_clip_in_place():
         window_views(y, np.array([0]), 0)
 
 
+def test_window_length_is_bounded_before_anything_is_allocated() -> None:
+    """A clip shorter than the window is padded to it, so an absurd window
+    length would allocate that much: it is refused first, in every entry
+    point, including the tagger's constructor (before its model loads)."""
+    from agl_fast.tagging import EfficientATTagger
+    from agl_fast.tagging.windows import MAX_WINDOW_SAMPLES, check_window
+
+    y = np.zeros(100, np.float32)
+    too_long = MAX_WINDOW_SAMPLES + 1
+    check_window(MAX_WINDOW_SAMPLES)  # the largest allowed passes
+    for call in (
+        lambda: check_window(too_long),
+        lambda: plan_windows(100, too_long, 320),
+        lambda: window_views(y, np.array([0]), too_long),
+        lambda: extract_windows(y, np.array([0]), 2**62),
+    ):
+        with pytest.raises(ParameterError, match="win must be at most"):
+            call()
+    # 10^6 s at 32 kHz; NaN and infinity: a ParameterError, not an
+    # OverflowError or ValueError from round(), and no model is read.
+    cases = [
+        (1e6, None, "win must be at most"),
+        (float("nan"), None, "must be finite and > 0"),
+        (float("inf"), None, "must be finite and > 0"),
+        (10.0, float("nan"), "must be finite and > 0"),
+    ]
+    for window_s, hop_s, message in cases:
+        with pytest.raises(ParameterError, match=message):
+            EfficientATTagger(b"not a model", window_s=window_s, hop_s=hop_s)
+
+
 def test_time_fractions_hand_computed():
     # windows [0,10) [5,15) [10,20); clip n = 20; one class
     probs = np.array([[0.9], [0.2], [0.6]], np.float32)

@@ -9,6 +9,7 @@ rules of :mod:`agl_fast.tagging.windows`.
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 from abc import ABC, abstractmethod
@@ -29,6 +30,7 @@ from .windows import (
     ClipFrames,
     FractionScheme,
     Padding,
+    check_window,
     plan_windows,
     segment_fractions,
     time_fractions,
@@ -200,14 +202,21 @@ class EfficientATTagger(Tagger):
         super().__init__(
             threshold=threshold, aggregation=aggregation, fraction_scheme=fraction_scheme
         )
-        if window_s <= 0 or (hop_s is not None and hop_s <= 0):
-            raise ParameterError(f"window_s and hop_s must be > 0, got {window_s}, {hop_s}")
+        if not (
+            math.isfinite(window_s)
+            and window_s > 0
+            and (hop_s is None or (math.isfinite(hop_s) and hop_s > 0))
+        ):
+            raise ParameterError(
+                f"window_s and hop_s must be finite and > 0, got {window_s}, {hop_s}"
+            )
         if pad not in ("repeat", "zero"):
             raise ParameterError(f"pad must be 'repeat' or 'zero', got pad={pad!r}")
         if batch_size < 1:
             raise ParameterError(f"batch_size must be >= 1, got batch_size={batch_size}")
         self.win = round(window_s * self.sr)
         self.hop = round((hop_s if hop_s is not None else window_s) * self.sr)
+        check_window(self.win)
         self.pad: Padding = pad
         self.frames = 1 + (self.win - 1) // 320
         buckets = sorted({b for b in DEFAULT_BUCKETS if b < batch_size} | {batch_size})

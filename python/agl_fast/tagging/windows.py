@@ -44,7 +44,9 @@ from ..exceptions import ParameterError
 
 __all__ = [
     "FRACTION_SCHEMES",
+    "MAX_WINDOW_SAMPLES",
     "ClipFrames",
+    "check_window",
     "extract_windows",
     "plan_windows",
     "segment_fractions",
@@ -56,9 +58,25 @@ Aggregation = Literal["max", "mean"]
 Padding = Literal["repeat", "zero"]
 
 
+#: Longest tagging window, in samples (2**26: 35 min at 32 kHz, 256 MiB of
+#: float32). A window is one model input; a clip shorter than it is padded
+#: to it, so its length is checked before anything is allocated.
+MAX_WINDOW_SAMPLES = 1 << 26
+
+
 def _check_positive(name: str, value: int) -> None:
     if int(value) < 1:
         raise ParameterError(f"{name} must be >= 1 sample, got {name}={value}")
+
+
+def check_window(win: int) -> None:
+    """Fail with :class:`ParameterError` unless ``1 <= win <=``
+    :data:`MAX_WINDOW_SAMPLES` (a window length in samples)."""
+    _check_positive("win", win)
+    if int(win) > MAX_WINDOW_SAMPLES:
+        raise ParameterError(
+            f"win must be at most {MAX_WINDOW_SAMPLES} samples (MAX_WINDOW_SAMPLES), got win={win}"
+        )
 
 
 def plan_windows(n: int, win: int, hop: int) -> np.ndarray:
@@ -68,7 +86,7 @@ def plan_windows(n: int, win: int, hop: int) -> np.ndarray:
     -------
     np.ndarray [shape=(n_windows,), dtype=int64]
     """
-    _check_positive("win", win)
+    check_window(win)
     _check_positive("hop", hop)
     if n < 1:
         raise ParameterError(f"clip must hold at least one sample, got n={n}")
@@ -91,7 +109,7 @@ def window_views(
     -------
     list of np.ndarray [shape=(win,), dtype=float32]
     """
-    _check_positive("win", win)
+    check_window(win)
     if pad not in ("repeat", "zero"):
         raise ParameterError(f"pad must be 'repeat' or 'zero', got pad={pad!r}")
     y = np.ascontiguousarray(y, dtype=np.float32)
