@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::error::{try_grow, AglError, Result};
 use crate::lanefft::{
-    flat, flat_mut, rows_out, stream_copy, stream_fence, transpose_out, LANES, V,
+    flat, flat_mut, gather_row, stream_copy, stream_fence, transpose_out, LANES, V,
 };
 use crate::parallel::{install, Cancel};
 
@@ -418,86 +418,88 @@ where
                     t1
                 };
                 let span = t_end - t0;
-                let len = match layout {
-                    // The task's rows are gathered here, then written out as
-                    // one contiguous run per row: long sequential stores
-                    // instead of one 64-byte store per row and block.
-                    Layout::WidthTime { .. } => row_len * span,
-                    // One channel of a block of frames, frame-major.
-                    Layout::ChannelsTimeWidth { width, .. } => LANES * width,
-                };
-                // Held as vectors so that it starts on a cache line: a row
-                // of a whole block is then one aligned 64-byte store.
-                stage.resize(len.div_ceil(LANES), V::ZERO);
-                let stage = &mut flat_mut(stage)[..len];
-                for b0 in (t0..t_end).step_by(LANES) {
-                    let n = (t_end - b0).min(LANES);
-                    block(scratch, item, b0, n, vals)?;
-                    let raw: &[V] = vals;
-                    let vals = flat(vals);
-                    match layout {
-                        Layout::WidthTime { width } if n == LANES => {
-                            // SAFETY: row w's values b0 - t0 .. + LANES lie
-                            // inside `stage` (span >= b0 - t0 + LANES).
+                match layout {
+                    Layout::WidthTime { width } => {
+                        // The task's blocks one after another, each as the
+                        // kernel leaves it (row w of block k in vector
+                        // `k * row_len + w`), so the kernel writes there
+                        // directly; each row is then gathered across the
+                        // blocks and written out as one contiguous run of
+                        // long sequential stores (`gather_row`).
+                        stage.resize(span.div_ceil(LANES) * row_len, V::ZERO);
+                        for (vals, b0) in stage
+                            .chunks_exact_mut(row_len)
+                            .zip((t0..t_end).step_by(LANES))
+                        {
+                            block(scratch, item, b0, (t_end - b0).min(LANES), vals)?;
+                        }
+                        let nf = n_frames[item];
+                        for w in 0..width {
+                            let start = out_ref.0.wrapping_add(base + w * ext);
+                            let run = if whole_lines {
+                                row_run(start, t0, nf)..row_run(start, t1, nf)
+                            } else {
+                                t0..t1
+                            };
+                            // SAFETY: the runs of one row partition its
+                            // frames 0 .. nf among the item's tasks
+                            // (`row_run`), so these frames belong to this
+                            // task alone, lie inside item's block, and were
+                            // computed (t0 <= run.start, run.end <= t_end).
                             unsafe {
-                                rows_out(&raw[..width], stage.as_mut_ptr().add(b0 - t0), span)
+                                gather_row(
+                                    start.add(run.start),
+                                    stage,
+                                    row_len,
+                                    w,
+                                    run.start - t0,
+                                    run.len(),
+                                )
                             };
                         }
-                        Layout::WidthTime { width } => {
-                            let at = b0 - t0;
-                            for (w, v) in vals.chunks_exact(LANES).take(width).enumerate() {
-                                stage[w * span + at..w * span + at + n].copy_from_slice(&v[..n]);
+                    }
+                    Layout::ChannelsTimeWidth { channels, width } => {
+                        // One channel of a block of frames, frame-major, held
+                        // as vectors so that it starts on a cache line.
+                        stage.resize(width, V::ZERO);
+                        let stage = flat_mut(stage);
+                        for b0 in (t0..t_end).step_by(LANES) {
+                            let n = (t_end - b0).min(LANES);
+                            block(scratch, item, b0, n, vals)?;
+                            let raw: &[V] = vals;
+                            let vals = flat(vals);
+                            // SAFETY: as in `run_framewise`: frames b0 .. b0 + n
+                            // of `item` belong to this task alone, and every
+                            // index written lies inside item's block of `data`.
+                            unsafe {
+                                if n == LANES && width.is_multiple_of(16) {
+                                    // Sixteen whole frames: 16 x 16 transposes
+                                    // into `stage` (in L1), then one streaming
+                                    // copy per channel, as the block's frames
+                                    // of a channel are one contiguous run of
+                                    // the output: the output's cache lines
+                                    // are written without being read first.
+                                    for c in 0..channels {
+                                        for w0 in (0..width).step_by(16) {
+                                            let src = &raw[c * width + w0..c * width + w0 + 16];
+                                            transpose_out(src, stage.as_mut_ptr().add(w0), width);
+                                        }
+                                        let dst = out_ref.0.add(base + (c * ext + b0) * width);
+                                        stream_copy(dst, &stage[..LANES * width]);
+                                    }
+                                    continue;
+                                }
+                                for c in 0..channels {
+                                    for i in 0..n {
+                                        let dst = out_ref.0.add(base + (c * ext + b0 + i) * width);
+                                        let src = &vals[c * width * LANES + i..];
+                                        for w in 0..width {
+                                            *dst.add(w) = src[w * LANES];
+                                        }
+                                    }
+                                }
                             }
                         }
-                        // SAFETY: as in `run_framewise`: frames b0 .. b0 + n
-                        // of `item` belong to this task alone, and every
-                        // index written lies inside item's block of `data`.
-                        Layout::ChannelsTimeWidth { channels, width } => unsafe {
-                            if n == LANES && width.is_multiple_of(16) {
-                                // Sixteen whole frames: 16 x 16 transposes into
-                                // `stage` (in L1), then one streaming copy per
-                                // channel, as the block's frames of a channel
-                                // are one contiguous run of the output: the
-                                // output's cache lines are written without
-                                // being read first.
-                                for c in 0..channels {
-                                    for w0 in (0..width).step_by(16) {
-                                        let src = &raw[c * width + w0..c * width + w0 + 16];
-                                        transpose_out(src, stage.as_mut_ptr().add(w0), width);
-                                    }
-                                    let dst = out_ref.0.add(base + (c * ext + b0) * width);
-                                    stream_copy(dst, &stage[..LANES * width]);
-                                }
-                                continue;
-                            }
-                            for c in 0..channels {
-                                for i in 0..n {
-                                    let dst = out_ref.0.add(base + (c * ext + b0 + i) * width);
-                                    let src = &vals[c * width * LANES + i..];
-                                    for w in 0..width {
-                                        *dst.add(w) = src[w * LANES];
-                                    }
-                                }
-                            }
-                        },
-                    }
-                }
-                if let Layout::WidthTime { width } = layout {
-                    let nf = n_frames[item];
-                    for (w, row) in stage.chunks_exact(span).take(width).enumerate() {
-                        let start = out_ref.0.wrapping_add(base + w * ext);
-                        let run = if whole_lines {
-                            row_run(start, t0, nf)..row_run(start, t1, nf)
-                        } else {
-                            t0..t1
-                        };
-                        // SAFETY: the runs of one row partition its frames
-                        // 0 .. nf among the item's tasks (`row_run`), so
-                        // these frames belong to this task alone, lie inside
-                        // item's block, and were computed (run.end <= t_end).
-                        unsafe {
-                            stream_copy(start.add(run.start), &row[run.start - t0..run.end - t0])
-                        };
                     }
                 }
                 stream_fence();

@@ -98,23 +98,51 @@ pub unsafe fn transpose_out(src: &[V], dst: *mut f32, stride: usize) {
     }
 }
 
-/// Write `src[w]` (`LANES` values) to `dst + w * stride .. + LANES` for
-/// every `w`: the rows of a block of whole frames into a frequency-major
-/// buffer, one 64-byte store per row where the CPU has AVX-512.
+/// Write `n` values of row `w` of a run of blocks to `dst`: value `i` is
+/// lane `(first + i) % LANES` of `blocks[((first + i) / LANES) * stride +
+/// w]`, i.e. frame `first + i` of row `w` where block `k` holds frames
+/// `k * LANES ..` in its `stride` vectors, row `w` in vector `w`. Where the
+/// CPU has AVX-512, each whole 64-byte line of `dst` is one permutation of
+/// two vectors written with a non-temporal store (see [`stream_copy`]).
 ///
 /// # Safety
-/// `dst + w * stride + i` must be valid for writes for `w < src.len()`,
-/// `i < LANES`.
+/// `dst` must be valid for writes of `n` values, and every vector named
+/// above must lie in `blocks`.
 #[inline]
-pub unsafe fn rows_out(src: &[V], dst: *mut f32, stride: usize) {
+pub unsafe fn gather_row(
+    dst: *mut f32,
+    blocks: &[V],
+    stride: usize,
+    w: usize,
+    first: usize,
+    n: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if crate::fastmath::has_avx512f() {
-            return x86::rows_out(src, dst, stride);
+            return x86::gather_row(dst, blocks, stride, w, first, n);
         }
     }
-    for (w, v) in src.iter().enumerate() {
-        std::ptr::copy_nonoverlapping(v.0.as_ptr(), dst.add(w * stride), LANES);
+    gather_row_portable(dst, blocks, stride, w, first, n, 0, n)
+}
+
+/// Values `from .. to` of [`gather_row`], one at a time.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather_row_portable(
+    dst: *mut f32,
+    blocks: &[V],
+    stride: usize,
+    w: usize,
+    first: usize,
+    n: usize,
+    from: usize,
+    to: usize,
+) {
+    debug_assert!(to <= n);
+    for i in from..to {
+        let g = first + i;
+        *dst.add(i) = blocks.get_unchecked((g / LANES) * stride + w).0[g % LANES];
     }
 }
 
@@ -447,11 +475,57 @@ mod x86 {
         }
     }
 
+    /// One vector, as a register (inlined into its AVX-512 caller).
+    #[inline(always)]
+    unsafe fn load_v(v: &V) -> __m512 {
+        _mm512_load_ps(v.0.as_ptr())
+    }
+
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn rows_out(src: &[V], dst: *mut f32, stride: usize) {
-        for (w, v) in src.iter().enumerate() {
-            _mm512_storeu_ps(dst.add(w * stride), _mm512_load_ps(v.0.as_ptr()));
+    pub(super) unsafe fn gather_row(
+        dst: *mut f32,
+        blocks: &[V],
+        stride: usize,
+        w: usize,
+        first: usize,
+        n: usize,
+    ) {
+        // Values before the first 64-byte boundary of `dst`.
+        let head = (((64 - (dst as usize) % 64) % 64) / 4).min(n);
+        if !(dst as usize).is_multiple_of(4) || n - head < 16 {
+            return super::gather_row_portable(dst, blocks, stride, w, first, n, 0, n);
         }
+        super::gather_row_portable(dst, blocks, stride, w, first, n, 0, head);
+        let g = first + head;
+        let shift = (g % LANES) as i32;
+        // Lanes shift .. 15 of one block, then 0 .. shift - 1 of the next
+        // (an index of 16 or more picks from the second operand).
+        let idx = _mm512_add_epi32(
+            _mm512_set1_epi32(shift),
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        );
+        let at = |k: usize| load_v(blocks.get_unchecked(k * stride + w));
+        let mut k = g / LANES;
+        let mut cur = at(k);
+        let mut i = head;
+        while i + 16 <= n {
+            let v = if shift == 0 {
+                cur
+            } else {
+                // Frames up to g + 15 < first + n lie in block k + 1.
+                let next = at(k + 1);
+                let v = _mm512_permutex2var_ps(cur, idx, next);
+                cur = next;
+                v
+            };
+            _mm512_stream_ps(dst.add(i), v);
+            i += 16;
+            k += 1;
+            if shift == 0 && i + 16 <= n {
+                cur = at(k);
+            }
+        }
+        super::gather_row_portable(dst, blocks, stride, w, first, n, i, n);
     }
 
     #[target_feature(enable = "avx512f")]
@@ -1282,6 +1356,47 @@ mod tests {
 
     /// `split_pair` hands over every bin of both transforms once, in runs of
     /// consecutive bins, with the values of `forward`, bit for bit.
+    /// Every value of a gathered row is the frame it names, whatever the
+    /// alignment of the destination and of the first frame, on this CPU's
+    /// path and on the portable one.
+    #[test]
+    fn gather_row_reads_each_frame_of_its_row() {
+        let stride = 3;
+        let blocks: Vec<V> = (0..7 * stride)
+            .map(|v| V(std::array::from_fn(|l| (v * 100 + l) as f32)))
+            .collect();
+        let want = |w: usize, g: usize| ((g / LANES * stride + w) * 100 + g % LANES) as f32;
+        let mut out = vec![0f32; 200];
+        let line = out.as_ptr().align_offset(64);
+        for w in 0..stride {
+            for first in 0..LANES + 3 {
+                for n in 0..=(7 * LANES - first) {
+                    for shift in 0..16 {
+                        for portable in [false, true] {
+                            out.fill(-1.0);
+                            let dst = out[line + shift..].as_mut_ptr();
+                            // SAFETY: 200 values hold line + shift + n (< 128
+                            // + 16 + 16 * 7); every frame read lies in `blocks`.
+                            unsafe {
+                                if portable {
+                                    gather_row_portable(dst, &blocks, stride, w, first, n, 0, n)
+                                } else {
+                                    gather_row(dst, &blocks, stride, w, first, n)
+                                }
+                            }
+                            let got = &out[line + shift..];
+                            for (i, &v) in got[..n].iter().enumerate() {
+                                assert_eq!(v, want(w, first + i), "{w} {first} {n} {shift} {i}");
+                            }
+                            assert_eq!(got[n], -1.0, "wrote past the row");
+                            assert!(out[..line + shift].iter().all(|&v| v == -1.0));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn split_pair_covers_every_bin_with_the_split_values() {
         for bits in 3..=12 {
