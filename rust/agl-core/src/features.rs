@@ -15,8 +15,7 @@ use crate::lanefft::{flat, flat_mut, with_lanes, LaneFft, V};
 use crate::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
 use crate::parallel::{install, Cancel};
 use crate::stft::{
-    check_signals, lane_plan, precheck_signals, rechecked, LaneStft, PadMode, PairFft, Source,
-    StereoFft, StftParams, StftPlan,
+    check_mono, LaneCheck, LaneStft, PadMode, PairFft, Source, StereoFft, StftParams, StftPlan,
 };
 use crate::window::Window;
 
@@ -71,11 +70,10 @@ pub fn spectrogram_batch(
 ) -> Result<FrameOutput<f32>> {
     check_power(power)?;
     let plan = StftPlan::new(params.clone())?;
-    let lanes = lane_plan(params.n_fft);
-    precheck_signals(items, n_threads, lanes.is_some())?;
+    let lanes = LaneCheck::new(params.n_fft, |finite| check_mono(items, n_threads, finite))?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
     let nf = params.n_freqs();
-    if let Some(fft) = lanes {
+    if let Some(fft) = lanes.fft() {
         let run = run_blockwise(
             &n_frames,
             Layout::WidthTime { width: nf },
@@ -96,7 +94,7 @@ pub fn spectrogram_batch(
                 Ok(())
             },
         );
-        return rechecked(run, || check_signals(items, n_threads));
+        return lanes.finish(run);
     }
     run_framewise(
         &n_frames,
@@ -151,11 +149,10 @@ pub fn melspectrogram_batch(
     check_power(power)?;
     check_bank(bank, params)?;
     let plan = StftPlan::new(params.clone())?;
-    let lanes = lane_plan(params.n_fft);
-    precheck_signals(items, n_threads, lanes.is_some())?;
+    let lanes = LaneCheck::new(params.n_fft, |finite| check_mono(items, n_threads, finite))?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
     let nf = params.n_freqs();
-    let mut out = if let Some(fft) = lanes {
+    let mut out = if let Some(fft) = lanes.fft() {
         let run = run_blockwise(
             &n_frames,
             Layout::WidthTime { width: bank.n_mels },
@@ -176,7 +173,7 @@ pub fn melspectrogram_batch(
                 Ok(())
             },
         );
-        rechecked(run, || check_signals(items, n_threads))?
+        lanes.finish(run)?
     } else {
         run_framewise(
             &n_frames,
@@ -347,7 +344,7 @@ fn binaural_exact(a: Complex32, b: Complex32) -> [f32; 4] {
 
 /// Validate a batch of stereo items: channels of one length, not empty,
 /// and (when `finite`) free of NaN and infinity. A batch bound for the lane
-/// engine leaves finiteness to it (see [`crate::stft::rechecked`]).
+/// engine leaves finiteness to it (see [`crate::stft::LaneCheck`]).
 fn check_stereo(items: &[Stereo<'_>], n_threads: Option<usize>, finite: bool) -> Result<()> {
     crate::batch::check_items(items, n_threads, |i, (l, r)| {
         if l.len() != r.len() {
@@ -465,11 +462,12 @@ pub fn ipd_batch(
 ) -> Result<FrameOutput<f32>> {
     check_bank(bank, params)?;
     let plan = StftPlan::new(params.clone())?;
-    let lanes = lane_plan(params.n_fft);
-    check_stereo(items, n_threads, lanes.is_none())?;
+    let lanes = LaneCheck::new(params.n_fft, |finite| {
+        check_stereo(items, n_threads, finite)
+    })?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
     let nm = bank.n_mels;
-    if let Some(fft) = lanes {
+    if let Some(fft) = lanes.fft() {
         // Blocks come out frequency-major: [cos bands, sin bands] x frames.
         let run = run_blockwise(
             &n_frames,
@@ -491,7 +489,7 @@ pub fn ipd_batch(
                 Ok(())
             },
         );
-        return rechecked(run, || check_stereo(items, n_threads, true));
+        return lanes.finish(run);
     }
     // Computed time-major as [2, frames, n_mels], then transposed per item.
     let tm = run_framewise(
@@ -612,8 +610,9 @@ pub fn bat_batch(
         MelNorm::Slaney,
     )?;
     let plan = StftPlan::new(cfg.stft.clone())?;
-    let lanes = lane_plan(cfg.stft.n_fft);
-    check_stereo(items, n_threads, lanes.is_none())?;
+    let lanes = LaneCheck::new(cfg.stft.n_fft, |finite| {
+        check_stereo(items, n_threads, finite)
+    })?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
     let gains: Vec<f32> = match cfg.loudness_dbfs {
         None => vec![1.0; items.len()],
@@ -633,7 +632,7 @@ pub fn bat_batch(
         };
         (src(items[item].0), src(items[item].1))
     };
-    if let Some(fft) = lanes {
+    if let Some(fft) = lanes.fft() {
         let run = run_blockwise(
             &n_frames,
             Layout::ChannelsTimeWidth {
@@ -657,7 +656,7 @@ pub fn bat_batch(
                 Ok(())
             },
         );
-        return rechecked(run, || check_stereo(items, n_threads, true));
+        return lanes.finish(run);
     }
     run_framewise(
         &n_frames,
@@ -773,8 +772,9 @@ pub fn efficientat_batch(
     }
     let bank = kaldi_mel(cfg.sr, cfg.stft.n_fft, cfg.n_mels, cfg.fmin, cfg.fmax)?;
     let plan = StftPlan::new(cfg.stft.clone())?;
-    let lanes = lane_plan(cfg.stft.n_fft);
-    precheck_signals(items, n_threads, lanes.is_some())?;
+    let lanes = LaneCheck::new(cfg.stft.n_fft, |finite| {
+        check_mono(items, n_threads, finite)
+    })?;
     for (i, x) in items.iter().enumerate() {
         if x.len() < 2 {
             return Err(AglError::Shape(format!(
@@ -791,7 +791,7 @@ pub fn efficientat_batch(
         preemphasis: Some(coef),
         gain: 1.0,
     };
-    if let Some(fft) = lanes {
+    if let Some(fft) = lanes.fft() {
         let run = run_blockwise(
             &n_frames,
             Layout::WidthTime { width: cfg.n_mels },
@@ -810,7 +810,7 @@ pub fn efficientat_batch(
                 Ok(())
             },
         );
-        return rechecked(run, || check_signals(items, n_threads));
+        return lanes.finish(run);
     }
     run_framewise(
         &n_frames,

@@ -1084,8 +1084,9 @@ pub fn spectral_flatness_frames(
     }
     crate::features::check_power(power)?;
     let plan = StftPlan::new(params.clone())?;
-    let lanes = lane_plan(params.n_fft);
-    crate::stft::precheck_signals(items, n_threads, lanes.is_some())?;
+    let lanes = crate::stft::LaneCheck::new(params.n_fft, |finite| {
+        crate::stft::check_mono(items, n_threads, finite)
+    })?;
     let n_frames = items
         .iter()
         .map(|x| plan.n_frames(x.len()))
@@ -1100,7 +1101,7 @@ pub fn spectral_flatness_frames(
             m2.powf(power as f64 / 2.0)
         }
     };
-    if let Some(fft) = lanes {
+    if let Some(fft) = lanes.fft() {
         let run = run_blockwise(
             &n_frames,
             Layout::WidthTime { width: 1 },
@@ -1123,7 +1124,7 @@ pub fn spectral_flatness_frames(
                 Ok(())
             },
         );
-        return crate::stft::rechecked(run, || crate::stft::check_signals(items, n_threads));
+        return lanes.finish(run);
     }
     run_framewise(
         &n_frames,

@@ -379,7 +379,7 @@ impl LaneStft {
     /// span): the blocks of a signal partition it, so a batch whose
     /// finiteness was left to this engine ([`check_signal_lengths`]) has
     /// every sample checked once, as it enters the cache for the transform,
-    /// instead of in a separate pass over memory. See [`rechecked`].
+    /// instead of in a separate pass over memory. See [`LaneCheck`].
     pub fn block(&mut self, plan: &StftPlan, src: &Source<'_>, t0: usize, n: usize) -> Result<()> {
         self.run(plan, src, t0, n, Spectra::Bins)
     }
@@ -737,7 +737,7 @@ fn check_length(i: usize, x: &[f32]) -> Result<()> {
 
 /// The part of [`check_signals`] that does not read the samples (no item is
 /// empty), for a batch that goes through [`LaneStft`], which checks
-/// finiteness block by block; wrap the run in [`rechecked`].
+/// finiteness block by block (see [`LaneCheck`]).
 pub fn check_signal_lengths(items: &[&[f32]]) -> Result<()> {
     items
         .iter()
@@ -745,28 +745,57 @@ pub fn check_signal_lengths(items: &[&[f32]]) -> Result<()> {
         .try_for_each(|(i, x)| check_length(i, x))
 }
 
-/// [`check_signals`] for a batch about to run on the lane engine when
-/// `lanes` (finiteness left to it: only [`check_signal_lengths`] here; wrap
-/// the run in [`rechecked`]), the whole check otherwise.
-pub fn precheck_signals(items: &[&[f32]], n_threads: Option<usize>, lanes: bool) -> Result<()> {
-    if lanes {
-        check_signal_lengths(items)
-    } else {
+/// [`check_signals`], reading the samples for NaN and infinity only when
+/// `finite` (else only [`check_signal_lengths`]): the `check` of a mono
+/// batch for [`LaneCheck`].
+pub fn check_mono(items: &[&[f32]], n_threads: Option<usize>, finite: bool) -> Result<()> {
+    if finite {
         check_signals(items, n_threads)
+    } else {
+        check_signal_lengths(items)
     }
 }
 
-/// The result of a run whose finiteness check was left to the lane engine:
-/// on [`AglError::NonFinite`], `check` (the whole batch's up-front check)
-/// runs and its error is returned, so the error names the first bad item
-/// and sample whatever the thread count, as an up-front check would.
-pub fn rechecked<T>(run: Result<T>, check: impl FnOnce() -> Result<()>) -> Result<T> {
-    match run {
-        Err(e @ AglError::NonFinite { .. }) => {
-            check()?;
-            Err(e)
+/// The lane plan of a batch's transform, and the one protocol by which the
+/// batch's input is checked for it. `check(finite)` validates the batch,
+/// reading every sample for NaN and infinity only when `finite`:
+/// - without a lane plan, the whole check runs up front;
+/// - with one, only the part that does not read the samples runs up front,
+///   finiteness is left to [`LaneStft`], which checks each block's samples
+///   as they enter the cache ([`LaneStft::block`]), and
+///   [`LaneCheck::finish`] turns its error into the up-front check's.
+pub struct LaneCheck<C> {
+    fft: Option<Arc<LaneFft>>,
+    check: C,
+}
+
+impl<C: Fn(bool) -> Result<()>> LaneCheck<C> {
+    /// The lane plan for `n_fft` ([`lane_plan`]), with the batch checked for
+    /// it (above).
+    pub fn new(n_fft: usize, check: C) -> Result<Self> {
+        let fft = lane_plan(n_fft);
+        check(fft.is_none())?;
+        Ok(LaneCheck { fft, check })
+    }
+
+    /// The lane plan; `None` where the lane transform does not take `n_fft`
+    /// (the batch was then checked whole).
+    pub fn fft(&self) -> Option<Arc<LaneFft>> {
+        self.fft.clone()
+    }
+
+    /// The result of the run on the lane engine: on
+    /// [`AglError::NonFinite`], the whole check runs and its error is
+    /// returned, so the error names the first bad item and sample whatever
+    /// the thread count, as an up-front check would.
+    pub fn finish<T>(&self, run: Result<T>) -> Result<T> {
+        match run {
+            Err(e @ AglError::NonFinite { .. }) => {
+                (self.check)(true)?;
+                Err(e)
+            }
+            other => other,
         }
-        other => other,
     }
 }
 
@@ -781,8 +810,7 @@ pub fn stft_batch(
     cancel: &Cancel,
 ) -> Result<FrameOutput<Complex32>> {
     let plan = StftPlan::new(params.clone())?;
-    let lanes = lane_plan(params.n_fft);
-    precheck_signals(items, n_threads, lanes.is_some())?;
+    let lanes = LaneCheck::new(params.n_fft, |finite| check_mono(items, n_threads, finite))?;
     let n_frames = items
         .iter()
         .map(|x| plan.n_frames(x.len()))
@@ -793,9 +821,8 @@ pub fn stft_batch(
         n_threads,
         cancel,
     };
-    if let Some(fft) = lanes {
-        let out = stft_lanes(items, &plan, fft, &n_frames, run);
-        return rechecked(out, || check_signals(items, n_threads));
+    if let Some(fft) = lanes.fft() {
+        return lanes.finish(stft_lanes(items, &plan, fft, &n_frames, run));
     }
     run_framewise(
         &n_frames,
