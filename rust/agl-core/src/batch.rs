@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::error::{try_grow, AglError, Result};
 use crate::lanefft::{
-    flat, flat_mut, gather_row, stream_copy, stream_fence, transpose_out, LANES, V,
+    flat, flat_mut, gather_row, stream_copy, stream_fence, transpose_out, BlockRow, LANES, V,
 };
 use crate::parallel::{install, Cancel};
 
@@ -449,10 +449,12 @@ where
                             unsafe {
                                 gather_row(
                                     start.add(run.start),
-                                    stage,
-                                    row_len,
-                                    w,
-                                    run.start - t0,
+                                    &BlockRow {
+                                        blocks: stage,
+                                        stride: row_len,
+                                        row: w,
+                                        first: run.start - t0,
+                                    },
                                     run.len(),
                                 )
                             };

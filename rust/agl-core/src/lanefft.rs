@@ -98,52 +98,51 @@ pub unsafe fn transpose_out(src: &[V], dst: *mut f32, stride: usize) {
     }
 }
 
-/// Write `n` values of row `w` of a run of blocks to `dst`: value `i` is
-/// lane `(first + i) % LANES` of `blocks[((first + i) / LANES) * stride +
-/// w]`, i.e. frame `first + i` of row `w` where block `k` holds frames
-/// `k * LANES ..` in its `stride` vectors, row `w` in vector `w`. Where the
-/// CPU has AVX-512, each whole 64-byte line of `dst` is one permutation of
-/// two vectors written with a non-temporal store (see [`stream_copy`]).
+/// Row `row` of a run of blocks from frame `first` on: block `k` holds
+/// frames `k * LANES ..` of every row in its `stride` vectors, row `w` in
+/// vector `k * stride + w` (frame `k * LANES + i` in lane `i`).
+pub struct BlockRow<'a> {
+    pub blocks: &'a [V],
+    pub stride: usize,
+    pub row: usize,
+    pub first: usize,
+}
+
+impl BlockRow<'_> {
+    /// Write values `from .. to` (value `i` is frame `first + i`) to
+    /// `dst + from ..`, one at a time.
+    ///
+    /// # Safety
+    /// As for [`gather_row`].
+    #[inline(always)]
+    unsafe fn copy_values(&self, dst: *mut f32, from: usize, to: usize) {
+        for i in from..to {
+            let g = self.first + i;
+            let v = self
+                .blocks
+                .get_unchecked((g / LANES) * self.stride + self.row);
+            *dst.add(i) = v.0[g % LANES];
+        }
+    }
+}
+
+/// Write `n` values of a [`BlockRow`] to `dst` (value `i` is frame
+/// `src.first + i`). Where the CPU has AVX-512, each whole 64-byte line of
+/// `dst` is one permutation of two vectors written with a non-temporal
+/// store (see [`stream_copy`]).
 ///
 /// # Safety
-/// `dst` must be valid for writes of `n` values, and every vector named
-/// above must lie in `blocks`.
+/// `dst` must be valid for writes of `n` values, and the vectors of frames
+/// `src.first .. src.first + n` must lie in `src.blocks`.
 #[inline]
-pub unsafe fn gather_row(
-    dst: *mut f32,
-    blocks: &[V],
-    stride: usize,
-    w: usize,
-    first: usize,
-    n: usize,
-) {
+pub unsafe fn gather_row(dst: *mut f32, src: &BlockRow<'_>, n: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         if crate::fastmath::has_avx512f() {
-            return x86::gather_row(dst, blocks, stride, w, first, n);
+            return x86::gather_row(dst, src, n);
         }
     }
-    gather_row_portable(dst, blocks, stride, w, first, n, 0, n)
-}
-
-/// Values `from .. to` of [`gather_row`], one at a time.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn gather_row_portable(
-    dst: *mut f32,
-    blocks: &[V],
-    stride: usize,
-    w: usize,
-    first: usize,
-    n: usize,
-    from: usize,
-    to: usize,
-) {
-    debug_assert!(to <= n);
-    for i in from..to {
-        let g = first + i;
-        *dst.add(i) = blocks.get_unchecked((g / LANES) * stride + w).0[g % LANES];
-    }
+    src.copy_values(dst, 0, n)
 }
 
 /// Ask the CPU to bring `data` into its L2 cache ahead of use: a hint,
@@ -311,7 +310,7 @@ pub(crate) use with_lanes;
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Frames, Lanes, LANES, V};
+    use super::{BlockRow, Frames, Lanes, LANES, V};
     use std::arch::x86_64::*;
 
     /// Two AVX registers per [`V`].
@@ -482,21 +481,14 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn gather_row(
-        dst: *mut f32,
-        blocks: &[V],
-        stride: usize,
-        w: usize,
-        first: usize,
-        n: usize,
-    ) {
+    pub(super) unsafe fn gather_row(dst: *mut f32, src: &BlockRow<'_>, n: usize) {
         // Values before the first 64-byte boundary of `dst`.
         let head = (((64 - (dst as usize) % 64) % 64) / 4).min(n);
         if !(dst as usize).is_multiple_of(4) || n - head < 16 {
-            return super::gather_row_portable(dst, blocks, stride, w, first, n, 0, n);
+            return src.copy_values(dst, 0, n);
         }
-        super::gather_row_portable(dst, blocks, stride, w, first, n, 0, head);
-        let g = first + head;
+        src.copy_values(dst, 0, head);
+        let g = src.first + head;
         let shift = (g % LANES) as i32;
         // Lanes shift .. 15 of one block, then 0 .. shift - 1 of the next
         // (an index of 16 or more picks from the second operand).
@@ -504,7 +496,7 @@ mod x86 {
             _mm512_set1_epi32(shift),
             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
         );
-        let at = |k: usize| load_v(blocks.get_unchecked(k * stride + w));
+        let at = |k: usize| load_v(src.blocks.get_unchecked(k * src.stride + src.row));
         let mut k = g / LANES;
         let mut cur = at(k);
         let mut i = head;
@@ -525,7 +517,7 @@ mod x86 {
                 cur = at(k);
             }
         }
-        super::gather_row_portable(dst, blocks, stride, w, first, n, i, n);
+        src.copy_values(dst, i, n);
     }
 
     #[target_feature(enable = "avx512f")]
@@ -1378,10 +1370,16 @@ mod tests {
                             // SAFETY: 200 values hold line + shift + n (< 128
                             // + 16 + 16 * 7); every frame read lies in `blocks`.
                             unsafe {
+                                let src = BlockRow {
+                                    blocks: &blocks,
+                                    stride,
+                                    row: w,
+                                    first,
+                                };
                                 if portable {
-                                    gather_row_portable(dst, &blocks, stride, w, first, n, 0, n)
+                                    src.copy_values(dst, 0, n)
                                 } else {
-                                    gather_row(dst, &blocks, stride, w, first, n)
+                                    gather_row(dst, &src, n)
                                 }
                             }
                             let got = &out[line + shift..];
