@@ -41,19 +41,38 @@ if [ ${#APT_MISSING[@]} -gt 0 ]; then
 fi
 
 step "python environment ($VENV)"
+# Everything is installed through requirements/constraints.txt, the lock of
+# the binary pairs (torch/torchaudio/torchvision, onnxruntime). The
+# environment is stamped with the hash of the lock and of the requirement
+# files it was built from: an unchanged stamp means nothing is installed
+# again, only checked; a changed one (a bumped lock, a new requirement)
+# installs again. Either way scripts/check_env.py then imports every pair
+# and stops the run with one line naming the pair that does not load
+# (AGL_FAST_REINSTALL=1 forces the install). With an empty cache
+# (AGL_FAST_CACHE=$(mktemp -d) bash scripts/test.sh) this is the
+# fresh-machine run.
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
-"$PY" -m pip install -q --upgrade pip
-"$PY" -m pip install -q -r requirements/test.txt
+REQS=(-c requirements/constraints.txt -r requirements/test.txt)
+CHECK_ARGS=()
 if [ "${AGL_FAST_SKIP_TORCH:-0}" != "1" ]; then
-  # The torch and hf extras (CUDA build from the registry, several GB):
-  # installed once into the cached environment, then only checked; every
-  # package of requirements/torch.txt is in the check, so a cached
-  # environment made before one was added gets it.
-  "$PY" -c "import torch, torchaudio, torchvision, transformers, peft" 2>/dev/null \
-    || "$PY" -m pip install -q -r requirements/torch.txt
+  # the torch and hf extras (CUDA build from the registry, several GB)
+  REQS+=(-r requirements/torch.txt)
+else
+  CHECK_ARGS+=(--no-torch)
+fi
+STAMP_FILE="$VENV/.agl-fast-requirements"
+STAMP=$(cat requirements/constraints.txt requirements/test.txt requirements/torch.txt \
+  <(echo "skip_torch=${AGL_FAST_SKIP_TORCH:-0}") | sha256sum | cut -d' ' -f1)
+if [ "${AGL_FAST_REINSTALL:-0}" = "1" ] || [ "$(cat "$STAMP_FILE" 2>/dev/null)" != "$STAMP" ]; then
+  "$PY" -m pip install -q --upgrade pip
+  "$PY" -m pip install -q "${REQS[@]}"
+  "$PY" scripts/check_env.py "${CHECK_ARGS[@]}"
+  echo "$STAMP" > "$STAMP_FILE"
+else
+  "$PY" scripts/check_env.py "${CHECK_ARGS[@]}"
 fi
 
 step "rust: fmt, clippy, unit tests"
