@@ -42,7 +42,7 @@ from ..alm.ratelimit import (
     backoff_delay,
     parse_retry_after,
 )
-from ..audio import load_many
+from ..audio import load
 from ..exceptions import AglError, AudioDecodeError, ParameterError
 from .items import DEFAULT_BASE_URL, Item, keep_or_fetch, read_items, set_aside
 from .ledger import FetchRecord, Ledger, duration_agrees
@@ -221,17 +221,14 @@ def decoded_seconds(path: Path, fmt: str | None, nbytes: int) -> float:
         The file does not decode, or decodes to more than its bytes can hold.
     """
     cap = max_seconds(nbytes, fmt)
-    t = load_many([str(path)], sr=CHECK_RATE, mono=True, max_duration=cap, res_type="fast",
-                  n_threads=1, formats=[fmt])  # fmt: skip
-    kind = t.column("error_type")[0].as_py()
-    if kind is not None:
-        raise AudioDecodeError(f"{kind}: {t.column('error_message')[0].as_py()}")
-    if t.column("truncated")[0].as_py():
+    y, _ = load(str(path), sr=CHECK_RATE, mono=True, max_duration=cap, res_type="fast", format=fmt)
+    frames = int(y.shape[-1])
+    if frames >= int(cap * CHECK_RATE):
         raise AudioDecodeError(
             f"it decodes to more than {cap:g} s, more than {nbytes} bytes of "
             f"{fmt or 'audio'} can hold"
         )
-    return float(t.column("frames")[0].as_py()) / CHECK_RATE
+    return frames / CHECK_RATE
 
 
 def _failed(item: Item, attempts: int, error_type: str, reason: str) -> FetchRecord:

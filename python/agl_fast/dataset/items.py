@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .. import manifest
-from ..exceptions import ParameterError
+from ..exceptions import AglIOError, ParameterError
 from .ledger import FetchRecord
 from .outdir import open_no_follow
 
@@ -282,7 +282,10 @@ def set_aside(todo: list[Item]) -> int:
             continue
         if os.path.isdir(it.dest) and not os.path.islink(it.dest):
             continue
-        os.replace(it.dest, it.aside)  # within the folder; a link moves as a link
+        try:
+            os.replace(it.dest, it.aside)  # within the folder; a link moves as a link
+        except OSError as exc:
+            raise AglIOError(f"cannot move {it.dest} aside to {it.aside.name}: {exc}") from None
         moved.append(it.key)
     if moved:
         log.warning(

@@ -117,7 +117,8 @@ class FetchRecord:
     error_type : str or None
         The failure's kind: ``http_404``, ``http_503``, ``too_large``,
         ``truncated``, ``timeout``, ``connection``, ``redirects``,
-        ``deadline``, ``not_audio``, ``bad_name``, ``retry_after``.
+        ``redirect_refused``, ``deadline``, ``not_audio``, ``bad_name``,
+        ``retry_after``, ``encoding``, ``bad_url``.
     reason : str or None
         The failure in words.
     attempts : int

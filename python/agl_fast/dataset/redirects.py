@@ -142,9 +142,9 @@ class RedirectGuard:
             if why is not None:
                 shown = str(url) if len(str(url)) <= 200 else str(url)[:200] + "..."
                 raise RedirectRefused(
-                    f"refused a redirect to {shown}: {url.host} resolves to {why}; a download "
-                    "is redirected only to public addresses (or to addresses of the kind of "
-                    "the base URL's)"
+                    f"refused a redirect to {shown}: {why}, the address of {url.host}; a "
+                    "download is redirected only to public addresses (or to addresses of the "
+                    "kind the base URL has)"
                 )
 
     @staticmethod
