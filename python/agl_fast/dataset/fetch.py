@@ -149,7 +149,13 @@ class FetchOptions:
 
 @dataclass
 class FetchSummary:
-    """What a fetch did (also written to ``{out}/fetch_summary.json``)."""
+    """What a fetch did (also written to ``{out}/fetch_summary.json``).
+
+    ``partials_removed`` counts the temporary files of an interrupted run,
+    ``set_aside`` the stored files moved aside before their refetch
+    (:func:`~agl_fast.dataset.items.set_aside`), ``bad_mp3seconds`` the
+    keys whose ``mp3seconds`` is not a finite number >= 0.
+    """
 
     clips: int = 0
     kept: int = 0
@@ -457,10 +463,12 @@ def fetch(manifest_path: str | Path, out: str | Path, options: FetchOptions) -> 
     ------
     ParameterError
         Bad options or an unreadable manifest.
+    AglIOError
+        ``out`` holds a symbolic link leading outside it, or its
+        ``fetch.jsonl`` is a link.
     """
     options.validate()
-    Path(out).mkdir(parents=True, exist_ok=True)
-    root = Path(os.path.realpath(out))
+    root = Path(os.path.realpath(out))  # created by the Ledger
     items = read_items(manifest_path, root, options.base_url, options.limit)
     start = time.monotonic()
     summary = FetchSummary(clips=len(items))
