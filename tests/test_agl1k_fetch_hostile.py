@@ -203,6 +203,31 @@ def test_guard_refuses_loopback_from_a_public_base_before_connecting() -> None:
             asyncio.run(check(url))
 
 
+def test_guard_refuses_an_answer_from_a_forbidden_peer(server: Archive, clip: bytes) -> None:
+    """A name checked public that connects elsewhere (DNS rebinding): the
+    answer's own peer address is checked before its body is read."""
+    server.files["/files/a.mp3"] = clip
+    guard = RedirectGuard("http://93.184.215.14/download")
+
+    async def get() -> None:
+        hooks = {"response": [guard.check_peer]}
+        async with httpx.AsyncClient(event_hooks=hooks) as client:
+            await client.get(f"{base(server)}/files/a.mp3")
+
+    with pytest.raises(RedirectRefused, match=r"127\.0\.0\.1 is a loopback address"):
+        asyncio.run(get())
+    loopback = RedirectGuard(base(server))
+
+    async def get_ok() -> bytes:
+        hooks = {"response": [loopback.check_peer]}
+        async with httpx.AsyncClient(event_hooks=hooks) as client:
+            return (
+                await client.get(f"http://localhost:{server.httpd.server_address[1]}/files/a.mp3")
+            ).content
+
+    assert asyncio.run(get_ok()) == clip
+
+
 class _Connects:
     """Addresses the process tries to connect to (an audit hook, installed once)."""
 

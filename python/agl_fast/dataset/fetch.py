@@ -427,9 +427,10 @@ async def _run(todo: list[Item], ledger: Ledger, opts: FetchOptions, summary: Fe
             else:
                 log.warning("%s: %s (%s)", rec.key, rec.reason, rec.error_type)
 
+    guard = RedirectGuard(opts.base_url)
     async with httpx.AsyncClient(
         timeout=timeout,
-        event_hooks={"request": [RedirectGuard(opts.base_url)]},
+        event_hooks={"request": [guard], "response": [guard.check_peer]},
         follow_redirects=True,
         max_redirects=opts.max_redirects,
         limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),

@@ -118,8 +118,14 @@ async def _resolve(host: str, port: int) -> list[IPAddress]:
 
 
 class RedirectGuard:
-    """An ``httpx`` request hook that refuses requests to hosts other than
-    the base URL's whose addresses :func:`refusal` forbids.
+    """``httpx`` event hooks that keep requests to hosts other than the base
+    URL's to the addresses :func:`refusal` allows.
+
+    The request hook (the instance itself) resolves each such host before
+    any connection and refuses a forbidden address; the response hook
+    (:meth:`check_peer`) refuses an answer whose connection reached a
+    forbidden address all the same (a name that resolved differently when
+    connecting), before its body is read.
 
     Parameters
     ----------
@@ -135,17 +141,30 @@ class RedirectGuard:
         url = request.url
         if url.host == self.base.host:
             return
+        for addr in await self._addresses(url, request):
+            await self._check(url, addr, request)
+
+    async def check_peer(self, response: httpx.Response) -> None:
+        """Refuse ``response`` when its connection reached a forbidden address."""
+        url = response.url
+        stream = response.extensions.get("network_stream")
+        peer = None if stream is None else stream.get_extra_info("server_addr")
+        if url.host == self.base.host or not peer:
+            return
+        addr = ipaddress.ip_address(str(peer[0]).split("%", 1)[0])
+        await self._check(url, addr, response.request)
+
+    async def _check(self, url: httpx.URL, addr: IPAddress, request: httpx.Request) -> None:
         if self._base_addrs is None:
             self._base_addrs = await self._addresses(self.base, request)
-        for addr in await self._addresses(url, request):
-            why = refusal(self._base_addrs, addr)
-            if why is not None:
-                shown = str(url) if len(str(url)) <= 200 else str(url)[:200] + "..."
-                raise RedirectRefused(
-                    f"refused a redirect to {shown}: {why}, the address of {url.host}; a "
-                    "download is redirected only to public addresses (or to addresses of the "
-                    "kind the base URL has)"
-                )
+        why = refusal(self._base_addrs, addr)
+        if why is not None:
+            shown = str(url) if len(str(url)) <= 200 else str(url)[:200] + "..."
+            raise RedirectRefused(
+                f"refused a redirect to {shown}: {why}, the address of {url.host}; a "
+                "download is redirected only to public addresses (or to addresses of the "
+                "kind the base URL has)"
+            )
 
     @staticmethod
     async def _addresses(url: httpx.URL, request: httpx.Request) -> list[IPAddress]:
