@@ -227,11 +227,13 @@ def test_unreadable_inputs_are_rows_before_any_decoding(tmp_path: Path) -> None:
     root.mkdir()
     _wav(root / "ok.wav", seconds=2.0)
     os.mkfifo(root / "fifo.mp3")
-    (root / "zero.mp3").symlink_to("/dev/zero")
+    (root / "zl.mp3").symlink_to("/dev/zero")
     (root / "dir.wav").mkdir()
     (root / "empty.flac").write_bytes(b"")
     n_missing = 20_000
-    lines = ["key,path", "ok,ok.wav", "fifo,fifo.mp3", "zero,zero.mp3", "dir,dir.wav"]
+    # zl.mp3 leads outside --audio-dir: refused; /dev/zero named as written is checked
+    lines = ["key,path", "ok,ok.wav", "fifo,fifo.mp3", "zero,/dev/zero", "dir,dir.wav"]
+    lines.append("zlink,zl.mp3")
     lines.append("empty,empty.flac")
     lines += [f"m{i},missing/{i}.mp3" for i in range(n_missing)]
     csv = tmp_path / "m.csv"
@@ -257,9 +259,11 @@ def test_unreadable_inputs_are_rows_before_any_decoding(tmp_path: Path) -> None:
         timeout=120,
     )
     assert r.returncode in (0, 1), r.stderr
-    assert f"{n_missing + 4} of {n_missing + 5} inputs cannot be read" in r.stderr
+    assert f"{n_missing + 4} of {n_missing + 6} inputs cannot be read" in r.stderr
+    assert "zlink: zl.mp3 leads outside" in r.stderr
     rows = {row["key"]: row for row in pq.read_table(out / "curated.parquet").to_pylist()}
-    assert len(rows) == n_missing + 5
+    assert len(rows) == n_missing + 6
+    assert rows["zlink"]["path"] is None
     assert rows["ok"]["error_type"] is None
     assert rows["fifo"]["error_type"] == "NotARegularFile"
     assert "not a regular file (a FIFO)" in rows["fifo"]["error_message"]
@@ -273,7 +277,7 @@ def test_unreadable_inputs_are_rows_before_any_decoding(tmp_path: Path) -> None:
     assert rows["m7"]["error_message"].endswith("file not found: " + str(root / "missing/7.mp3"))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["errors_by_type"] == {
-        "FileNotFound": n_missing,
+        "FileNotFound": n_missing + 1,
         "NotARegularFile": 3,
         "AudioDecodeError": 1,
     }

@@ -159,7 +159,7 @@ def test_curate_names_each_unusable_input(tmp_path: Path) -> None:
     (d / "zero.mp3").symlink_to("/dev/zero")
     manifest = tmp_path / "m.csv"
     rows = [f"{p},{p}" for p in ("empty.flac", "noise.wav", "fifo.mp3", "zero.mp3")]
-    manifest.write_text("key,path\n" + "\n".join(rows) + "\ngone,gone.mp3\n")
+    manifest.write_text("key,path\n" + "\n".join(rows) + "\ngone,gone.mp3\ndev,/dev/zero\n")
     out = tmp_path / "out"
     r = subprocess.run(
         [*CURATE, "--manifest", str(manifest), "--audio-dir", str(d), "--out", str(out)],
@@ -169,13 +169,16 @@ def test_curate_names_each_unusable_input(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     got = {x["key"]: x for x in pq.read_table(out / "curated.parquet").to_pylist()}
-    assert set(got) == {"empty.flac", "noise.wav", "fifo.mp3", "zero.mp3", "gone"}
+    assert set(got) == {"empty.flac", "noise.wav", "fifo.mp3", "zero.mp3", "gone", "dev"}
     assert got["empty.flac"]["error_message"].endswith("empty file (0 bytes)")
     assert "unrecognised format (first bytes 3f 2a 01 02" in got["noise.wav"]["error_message"]
     assert got["gone"]["error_type"] == "FileNotFound"
     assert "file not found" in got["gone"]["error_message"]
     assert "not a regular file (a FIFO)" in got["fifo.mp3"]["error_message"]
-    assert got["zero.mp3"]["error_type"] == "NotARegularFile"
+    # a link leading out of --audio-dir is refused before anything opens it
+    assert got["zero.mp3"]["path"] is None
+    assert got["dev"]["error_type"] == "NotARegularFile"
+    assert "a character device" in got["dev"]["error_message"]
     assert not any(x["passed"] for x in got.values())
 
 

@@ -16,6 +16,9 @@ Rules, in one place:
   ``agl-fast agl1k fetch`` writes, ``{audio_dir}/{key}{suffix}``
   (:func:`keyed_audio_name`), then by the path cell. Two keys resolving to
   one file is a warning, or an error when strict (:func:`resolve_audio`).
+  A file looked up in the audio directory is read only if it lies inside it
+  once symbolic links are resolved, and, in a fetch folder, only if its fetch
+  manifest vouches for it (a refused clip has no audio; strict: an error).
 * **The AGL1K schema** (:data:`AGL1K_COLUMNS`, 20 columns). The released
   ``geoLocalization_schema.csv`` names 19 columns in its header
   (:data:`AGL1K_HEADER`) but every row has 20 fields: its header name
@@ -43,6 +46,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -172,9 +176,25 @@ def parse_number(v: object) -> float | None:
     return x if math.isfinite(x) else None
 
 
+#: Largest CSV cell read, in characters (a long description is a few KB; the
+#: ``csv`` module's own default limit is 128 KiB).
+MAX_CSV_CELL = 1 << 24
+
+
 def _read_csv(path: Path) -> pa.Table:
-    with path.open(encoding="utf-8", newline="") as fh:
-        rows = list(csv.reader(fh))
+    """The rows of a CSV manifest: UTF-8 (a byte-order mark is skipped), cells
+    up to :data:`MAX_CSV_CELL` characters; anything else a ParameterError."""
+    if csv.field_size_limit() < MAX_CSV_CELL:
+        csv.field_size_limit(MAX_CSV_CELL)  # process-wide; only ever raised
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            rows = list(csv.reader(fh))
+    except UnicodeDecodeError as exc:
+        raise ParameterError(
+            f"manifest {path}: not UTF-8 text ({exc.reason}); save it as UTF-8"
+        ) from None
+    except csv.Error as exc:
+        raise ParameterError(f"manifest {path}: not a readable CSV file ({exc})") from None
     if not rows:
         raise ParameterError(f"manifest {path} is empty")
     header = [h.strip() for h in rows[0]]
@@ -363,7 +383,9 @@ def keyed_audio_name(key: str, name: str | None = None) -> str | None:
 
 #: Help of the ``--strict`` flag of every command that takes ``--audio-dir``.
 STRICT_AUDIO_HELP = (
-    "refuse a manifest in which two keys resolve to one audio file (default: a warning)"
+    "refuse a manifest in which two keys resolve to one audio file, or a clip's file lies "
+    "outside --audio-dir or is not vouched for by its fetch.jsonl (default: a warning; "
+    "such a clip has no audio)"
 )
 _SAFE_KEY = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
@@ -374,6 +396,7 @@ def resolve_audio(
     audio_dir: str | Path | None = None,
     *,
     strict: bool = False,
+    allow_outside: bool = False,
 ) -> list[Path | None]:
     """The audio file of each clip: the one rule every command that takes
     ``--audio-dir`` follows.
@@ -382,6 +405,14 @@ def resolve_audio(
     (:func:`keyed_audio_name`) when that file exists. Otherwise the path
     cell (``mp3name``, ``path``...), resolved against ``audio_dir`` when
     relative. A row with an empty cell has no audio (None).
+
+    A file looked up in ``audio_dir`` (by key, or by a relative cell) is
+    refused when, symbolic links resolved, it lies outside ``audio_dir``
+    (unless ``allow_outside``). When ``audio_dir`` holds a fetch manifest
+    (``fetch.jsonl`` of ``agl-fast agl1k fetch``), a file found by key is
+    refused unless the key's last line is ``ok`` with the file's size. A
+    refused clip has no audio (None, a warning names it), or with
+    ``strict`` the call raises. An absolute path cell is used as written.
 
     Parameters
     ----------
@@ -392,7 +423,10 @@ def resolve_audio(
     audio_dir : str or Path, optional
         Folder of the clips (the fetch output, or a flat folder of files).
     strict : bool
-        Raise when two keys resolve to one existing file.
+        Raise when two keys resolve to one existing file, or a file is refused.
+    allow_outside : bool
+        Read files of ``audio_dir`` that lead outside it (symbolic links,
+        ``..`` in a cell).
 
     Returns
     -------
@@ -402,12 +436,14 @@ def resolve_audio(
     Raises
     ------
     ParameterError
-        ``strict`` and two keys share one file (both named in the message),
-        or ``keys`` and ``names`` differ in length.
+        ``strict`` and two keys share one file or a file is refused (the
+        keys named in the message), or ``keys`` and ``names`` differ in
+        length.
     """
     if len(keys) != len(names):
         raise ParameterError(f"resolve_audio: {len(keys)} keys but {len(names)} path cells")
     base = Path(audio_dir) if audio_dir is not None else None
+    check = _AudioDirCheck(base, allow_outside)
     out: list[Path | None] = []
     by_key = 0
     for key, v in zip(keys, names, strict=True):
@@ -417,15 +453,79 @@ def resolve_audio(
             continue
         f = Path(cell)
         keyed = keyed_audio_name(str(key), cell) if base is not None else None
-        if keyed is not None and base is not None and (base / keyed).is_file():
-            out.append(base / keyed)
-            by_key += 1
-            continue
-        out.append(base / f if base is not None and not f.is_absolute() else f)
+        if keyed is not None and base is not None and os.path.lexists(base / keyed):
+            found = check.keyed(str(key), base / keyed)
+            if found is not None or str(key) in check.refused:
+                out.append(found)
+                by_key += found is not None
+                continue
+        if base is None or f.is_absolute():
+            out.append(f)
+        else:
+            out.append(check.relative(str(key), base / f))
     if base is not None:
         log.info("audio of %d of %d clips found by key in %s", by_key, len(out), base)
+    check.report(strict)
     _check_shared(keys, out, strict)
     return out
+
+
+class _AudioDirCheck:
+    """The refusals of :func:`resolve_audio` in one audio directory."""
+
+    def __init__(self, base: Path | None, allow_outside: bool) -> None:
+        self.base = base
+        self.allow_outside = allow_outside
+        self.refused: dict[str, str] = {}
+        self.ledger: dict[str, Any] | None = None
+        if base is not None:
+            from .dataset.ledger import LEDGER_NAME, read_ledger
+
+            if os.path.lexists(base / LEDGER_NAME):
+                self.ledger = read_ledger(base)
+
+    def _outside(self, key: str, path: Path) -> bool:
+        from .dataset.outdir import inside
+
+        assert self.base is not None
+        if self.allow_outside or inside(path, self.base):
+            return False
+        self.refused[key] = f"{path.name} leads outside {self.base}"
+        return True
+
+    def keyed(self, key: str, path: Path) -> Path | None:
+        """``path`` (the key's file), or None: refused (recorded) or not a file."""
+        if self._outside(key, path):
+            return None
+        if self.ledger is not None:
+            rec = self.ledger.get(key)
+            if rec is None:
+                self.refused[key] = f"{path.name} has no line in its fetch.jsonl"
+            elif rec.status != "ok":
+                kind = f" ({rec.error_type})" if rec.error_type else ""
+                self.refused[key] = f"the last fetch of {path.name} failed{kind}"
+            elif not path.is_file() or path.stat().st_size != rec.bytes:
+                self.refused[key] = f"{path.name} changed since it was fetched"
+            if key in self.refused:
+                return None
+        return path if path.is_file() else None
+
+    def relative(self, key: str, path: Path) -> Path | None:
+        return None if self._outside(key, path) else path
+
+    def report(self, strict: bool) -> None:
+        if not self.refused:
+            return
+        shown = "; ".join(f"{k}: {why}" for k, why in list(self.refused.items())[:5])
+        more = f"; {len(self.refused) - 5} more" if len(self.refused) > 5 else ""
+        msg = (
+            f"{len(self.refused)} clip(s) refused in {self.base} ({shown}{more}); a clip is read "
+            "only inside the audio directory and, in a fetch folder, when fetch.jsonl vouches "
+            "for it (rerun agl-fast agl1k fetch)"
+        )
+        if strict:
+            raise ParameterError(msg)
+        log.warning("%s; those clips have no audio", msg)
 
 
 def _check_shared(keys: Sequence[str], paths: Sequence[Path | None], strict: bool) -> None:
@@ -449,14 +549,18 @@ def _check_shared(keys: Sequence[str], paths: Sequence[Path | None], strict: boo
 
 
 def audio_paths(
-    table: pa.Table, audio_dir: str | Path | None = None, *, strict: bool = False
+    table: pa.Table,
+    audio_dir: str | Path | None = None,
+    *,
+    strict: bool = False,
+    allow_outside: bool = False,
 ) -> list[Path | None]:
     """Audio path of each row, by :func:`resolve_audio` (key first, then the
     path column resolved against ``audio_dir`` when relative; None where the
-    cell is empty).
+    cell is empty or the file is refused).
 
     Raises :class:`ParameterError` when the table has no path column, or
-    ``strict`` and two keys resolve to one file.
+    ``strict`` and two keys resolve to one file or a file is refused.
     """
     col = path_column(table)
     if col is None:
@@ -467,7 +571,8 @@ def audio_paths(
         keys = [str(k) for k in table.column(KEY).to_pylist()]
     else:
         keys = [f"row {i}" for i in range(table.num_rows)]
-    return resolve_audio(keys, table.column(col).to_pylist(), audio_dir, strict=strict)
+    cells = table.column(col).to_pylist()
+    return resolve_audio(keys, cells, audio_dir, strict=strict, allow_outside=allow_outside)
 
 
 def speech_mask(table: pa.Table, column: str = SPEECH_COLUMN) -> list[bool | None]:

@@ -5,7 +5,11 @@ file, checked (the declared ``Content-Length``, a size cap, decoding by
 agl-fast's own decoder) and renamed to ``{out}/{key}{suffix}`` only when it
 passed; then its line (:class:`~agl_fast.dataset.ledger.FetchRecord`) is
 appended to ``{out}/fetch.jsonl`` and synced. A rerun keeps what the
-manifest vouches for (:func:`~agl_fast.dataset.items.keep_or_fetch`).
+manifest vouches for (:func:`~agl_fast.dataset.items.keep_or_fetch`) and
+moves every other stored file aside before fetching it again
+(:func:`~agl_fast.dataset.items.set_aside`). No file is written outside
+``out`` (:mod:`~agl_fast.dataset.outdir`), and redirects reach only the
+addresses :mod:`~agl_fast.dataset.redirects` allows.
 
 Requests share one token bucket (``rate`` a second) and at most ``workers``
 connections. 5xx, 408, 429, connection errors, timeouts and cut bodies are
@@ -38,12 +42,23 @@ from ..alm.ratelimit import (
     backoff_delay,
     parse_retry_after,
 )
-from ..audio import load_many
+from ..audio import load
 from ..exceptions import AglError, AudioDecodeError, ParameterError
-from .items import DEFAULT_BASE_URL, Item, keep_or_fetch, read_items, remove_partials
+from .items import DEFAULT_BASE_URL, Item, keep_or_fetch, read_items, set_aside
 from .ledger import FetchRecord, Ledger, duration_agrees
+from .outdir import check_tree, create_new, remove_temporaries, sync_dir
+from .redirects import RedirectGuard, RedirectRefused
 
-__all__ = ["RETRY_STATUSES", "FetchOptions", "FetchSummary", "decoded_seconds", "fetch"]
+__all__ = [
+    "CHECK_RATE",
+    "MIN_BITRATE",
+    "RETRY_STATUSES",
+    "FetchOptions",
+    "FetchSummary",
+    "decoded_seconds",
+    "fetch",
+    "max_seconds",
+]
 
 log = logging.getLogger("agl_fast.dataset")
 
@@ -51,8 +66,15 @@ log = logging.getLogger("agl_fast.dataset")
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 #: Name of the run summary written next to the fetch manifest.
 SUMMARY_NAME = "fetch_summary.json"
-#: Longest decode of a clip whose ``mp3seconds`` is unknown, in seconds.
-_DECODE_CAP_S = 1800.0
+#: Rate (Hz) at which a downloaded file is decoded to check it and time it:
+#: the duration to 5 ms, and 800 bytes of memory a second of audio whatever
+#: the file's own rate.
+CHECK_RATE = 200
+#: Lowest bit rate of a format, in bits a second (MP3: MPEG-2.5 layer III at
+#: 8 kbit/s): a file of ``n`` bytes holds at most ``8 n / rate`` seconds.
+MIN_BITRATE: dict[str, int] = {"mp3": 8000}
+#: The same for the other formats (Opus, AAC, Vorbis go down to about 6 kbit/s).
+MIN_BITRATE_OTHER = 4000
 
 
 @dataclass
@@ -127,7 +149,13 @@ class FetchOptions:
 
 @dataclass
 class FetchSummary:
-    """What a fetch did (also written to ``{out}/fetch_summary.json``)."""
+    """What a fetch did (also written to ``{out}/fetch_summary.json``).
+
+    ``partials_removed`` counts the temporary files of an interrupted run,
+    ``set_aside`` the stored files moved aside before their refetch
+    (:func:`~agl_fast.dataset.items.set_aside`), ``bad_mp3seconds`` the
+    keys whose ``mp3seconds`` is not a finite number >= 0.
+    """
 
     clips: int = 0
     kept: int = 0
@@ -139,6 +167,8 @@ class FetchSummary:
     requests: int = 0
     bytes: int = 0
     partials_removed: int = 0
+    set_aside: int = 0
+    bad_mp3seconds: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def add(self, rec: FetchRecord) -> None:
@@ -170,20 +200,41 @@ class _Try:
     sha256: str | None = None
 
 
-def decoded_seconds(path: Path, fmt: str | None, cap: float) -> float:
+def max_seconds(nbytes: int, fmt: str | None) -> float:
+    """The longest audio a file of ``nbytes`` bytes in format ``fmt`` can
+    hold, in seconds (at the format's :data:`MIN_BITRATE`, plus one second).
+
+    Examples
+    --------
+    >>> max_seconds(48_000_000, "mp3")
+    48001.0
+    """
+    rate = MIN_BITRATE.get(fmt or "", MIN_BITRATE_OTHER)
+    return 8.0 * nbytes / rate + 1.0
+
+
+def decoded_seconds(path: Path, fmt: str | None, nbytes: int) -> float:
     """Duration of an audio file as agl-fast's decoder reads it, in seconds
-    (read up to ``cap`` seconds: a longer file reports ``cap``).
+    (to ``1 / CHECK_RATE``).
+
+    The whole file is decoded, at :data:`CHECK_RATE` Hz: memory grows with
+    what the file's bytes can hold (:func:`max_seconds`), never with a
+    manifest's claim.
 
     Raises
     ------
     AudioDecodeError
-        The file does not decode.
+        The file does not decode, or decodes to more than its bytes can hold.
     """
-    t = load_many([str(path)], sr=None, mono=True, max_duration=cap, n_threads=1, formats=[fmt])
-    kind = t.column("error_type")[0].as_py()
-    if kind is not None:
-        raise AudioDecodeError(f"{kind}: {t.column('error_message')[0].as_py()}")
-    return float(t.column("duration")[0].as_py())
+    cap = max_seconds(nbytes, fmt)
+    y, _ = load(str(path), sr=CHECK_RATE, mono=True, max_duration=cap, res_type="fast", format=fmt)
+    frames = int(y.shape[-1])
+    if frames >= int(cap * CHECK_RATE):
+        raise AudioDecodeError(
+            f"it decodes to more than {cap:g} s, more than {nbytes} bytes of "
+            f"{fmt or 'audio'} can hold"
+        )
+    return frames / CHECK_RATE
 
 
 def _failed(item: Item, attempts: int, error_type: str, reason: str) -> FetchRecord:
@@ -227,7 +278,7 @@ async def _receive(resp: httpx.Response, opts: FetchOptions, part: Path) -> _Try
         return _Try(False, False, "too_large", why, None, final)
     h = hashlib.sha256()
     n = 0
-    with part.open("wb") as fh:
+    with os.fdopen(create_new(part), "wb") as fh:
         try:
             async for chunk in resp.aiter_raw():
                 n += len(chunk)
@@ -251,6 +302,13 @@ async def _attempt(client: httpx.AsyncClient, item: Item, opts: FetchOptions) ->
     try:
         async with client.stream("GET", item.url) as resp:
             return await _receive(resp, opts, item.part)
+    except RedirectRefused as exc:
+        return _Try(False, False, "redirect_refused", str(exc))
+    except httpx.RemoteProtocolError as exc:
+        if "location header" in str(exc).lower():
+            why = f"refused a redirect from {item.url}: {exc}"
+            return _Try(False, False, "redirect_refused", why)
+        return _Try(False, True, "connection", f"{type(exc).__name__}: {exc}")
     except httpx.TooManyRedirects:
         why = f"more than {opts.max_redirects} redirects from {item.url}"
         return _Try(False, False, "redirects", why)
@@ -317,15 +375,14 @@ async def _fetch_item(
     if not t.ok:
         part.unlink(missing_ok=True)
         return _failed(item, attempts, t.error_type or "error", t.reason or "failed")
-    cap = _DECODE_CAP_S if item.mp3seconds is None else 2.0 * item.mp3seconds + 60.0
     fmt = item.dest.suffix.lstrip(".") or None
     try:
-        seconds = await asyncio.to_thread(decoded_seconds, part, fmt, cap)
+        seconds = await asyncio.to_thread(decoded_seconds, part, fmt, t.nbytes)
     except AglError as exc:
         part.unlink(missing_ok=True)
         return _failed(item, attempts, "not_audio", f"the file does not decode ({exc})")
-    os.replace(part, item.dest)
-    _sync_dir(item.dest.parent)
+    os.replace(part, item.dest)  # within the folder: replaces a link, never follows it
+    sync_dir(item.dest.parent)
     agrees = duration_agrees(seconds, item.mp3seconds)
     if agrees is False:
         log.warning(
@@ -346,20 +403,6 @@ async def _fetch_item(
         duration_ok=agrees,
         attempts=attempts,
     )
-
-
-def _sync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (where the platform allows)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 async def _run(todo: list[Item], ledger: Ledger, opts: FetchOptions, summary: FetchSummary) -> None:
@@ -384,8 +427,10 @@ async def _run(todo: list[Item], ledger: Ledger, opts: FetchOptions, summary: Fe
             else:
                 log.warning("%s: %s (%s)", rec.key, rec.reason, rec.error_type)
 
+    guard = RedirectGuard(opts.base_url)
     async with httpx.AsyncClient(
         timeout=timeout,
+        event_hooks={"request": [guard], "response": [guard.check_peer]},
         follow_redirects=True,
         max_redirects=opts.max_redirects,
         limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
@@ -419,16 +464,22 @@ def fetch(manifest_path: str | Path, out: str | Path, options: FetchOptions) -> 
     ------
     ParameterError
         Bad options or an unreadable manifest.
+    AglIOError
+        ``out`` holds a symbolic link leading outside it, or its
+        ``fetch.jsonl`` is a link.
     """
     options.validate()
-    root = Path(out)
+    root = Path(os.path.realpath(out))  # created by the Ledger
     items = read_items(manifest_path, root, options.base_url, options.limit)
     start = time.monotonic()
     summary = FetchSummary(clips=len(items))
+    summary.bad_mp3seconds = [i.key for i in items if i.mp3seconds_problem is not None]
     with Ledger(root) as ledger:
-        summary.partials_removed = remove_partials(root)
+        summary.partials_removed = remove_temporaries(root)
+        check_tree(root)
         kept, todo = keep_or_fetch(items, ledger.records, options.verify)
         summary.kept = len(kept)
+        summary.set_aside = set_aside(todo)
         log.info("%d clips: %d already stored and verified, %d to fetch", len(items), len(kept),
                  len(todo))  # fmt: skip
         if todo:
@@ -446,5 +497,8 @@ def _write_summary(root: Path, summary: FetchSummary, options: FetchOptions) -> 
         "options": asdict(options),
     }
     tmp = root / f".{SUMMARY_NAME}.tmp"
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(root / SUMMARY_NAME)
+    with os.fdopen(create_new(tmp), "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(doc, indent=2) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, root / SUMMARY_NAME)

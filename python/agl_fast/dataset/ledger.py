@@ -7,12 +7,16 @@ manifest survives a killed process: a rerun reads it, trusts the files whose
 size and SHA-256 still match their ``ok`` line and fetches the rest.
 
 The last line of a key wins. A line cut short by a crash (the only place one
-can be) is skipped and counted.
+can be) is skipped and counted. A line is at most 64 KiB: a text field longer
+than :data:`MAX_FIELD` characters (a hostile server's 65,000-character
+redirect URL) is stored cut, with its length and SHA-256, so the line reads
+back whole.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -22,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ParameterError
+from .outdir import open_no_follow
 
 __all__ = [
     "DURATION_TOLERANCE_REL",
     "DURATION_TOLERANCE_S",
     "LEDGER_NAME",
+    "MAX_FIELD",
     "FetchRecord",
     "Ledger",
     "duration_agrees",
@@ -46,6 +52,19 @@ DURATION_TOLERANCE_S = 0.5
 DURATION_TOLERANCE_REL = 0.01
 #: Longest line read back from a manifest, in bytes (a longer one is damage).
 _MAX_LINE = 1 << 16
+#: Longest text field stored whole, in characters; a longer one is cut to
+#: this length and followed by ``...[N chars, sha256 HEX]``. Five such fields
+#: escaped at 6 bytes a character stay within the line limit.
+MAX_FIELD = 2048
+_TEXT_FIELDS = ("key", "mp3name", "url", "final_url", "path", "reason")
+
+
+def _fit(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters, its length and its SHA-256."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{text[:limit]}...[{len(text)} chars, sha256 {digest}]"
 
 
 def duration_agrees(decoded: float | None, expected: float | None) -> bool | None:
@@ -98,7 +117,8 @@ class FetchRecord:
     error_type : str or None
         The failure's kind: ``http_404``, ``http_503``, ``too_large``,
         ``truncated``, ``timeout``, ``connection``, ``redirects``,
-        ``deadline``, ``not_audio``, ``bad_name``, ``retry_after``.
+        ``redirect_refused``, ``deadline``, ``not_audio``, ``bad_name``,
+        ``retry_after``, ``encoding``, ``bad_url``.
     reason : str or None
         The failure in words.
     attempts : int
@@ -121,7 +141,17 @@ class FetchRecord:
     attempts: int = 0
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False, allow_nan=False)
+        """The record as one JSON line (without the newline), within the line
+        limit: over-long text fields cut (:data:`MAX_FIELD`)."""
+        d = dataclasses.asdict(self)
+        for limit in (MAX_FIELD, 256):
+            for name in _TEXT_FIELDS:
+                if isinstance(d[name], str):
+                    d[name] = _fit(d[name], limit)
+            line = json.dumps(d, ensure_ascii=False, allow_nan=False)
+            if len(line.encode("utf-8", "surrogatepass")) < _MAX_LINE:
+                break
+        return line
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FetchRecord:
@@ -142,7 +172,8 @@ class Ledger:
         out.mkdir(parents=True, exist_ok=True)
         self.path = out / LEDGER_NAME
         self.records, self.damaged = _read_records(self.path)
-        self._fh = self.path.open("a", encoding="utf-8")
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        self._fh = os.fdopen(open_no_follow(self.path, flags), "a", encoding="utf-8")
         _lock(self._fh, out)
         if self.damaged and not _ends_a_line(self.path):
             # end the torn line, so the next record starts a line of its own
@@ -151,10 +182,12 @@ class Ledger:
 
     def append(self, rec: FetchRecord) -> None:
         """Write ``rec`` as one line and sync it to disk before returning."""
-        self._fh.write(rec.to_json() + "\n")
+        line = rec.to_json()
+        self._fh.write(line + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
-        self.records[rec.key] = rec
+        stored = FetchRecord.from_dict(json.loads(line))  # as a rerun reads it
+        self.records[stored.key] = stored
 
     def close(self) -> None:
         self._fh.close()
@@ -193,9 +226,9 @@ def _read_records(path: Path) -> tuple[dict[str, FetchRecord], int]:
     """The last record of each key, and the count of damaged lines skipped."""
     out: dict[str, FetchRecord] = {}
     damaged = 0
-    if not path.is_file():
+    if not os.path.lexists(path):
         return out, 0
-    with path.open("rb") as fh:
+    with os.fdopen(open_no_follow(path), "rb") as fh:
         for raw in fh:
             rec = _parse_line(raw)
             if rec is None:
@@ -235,6 +268,6 @@ def read_ledger(out: str | Path) -> dict[str, FetchRecord]:
         When ``out`` holds no fetch manifest.
     """
     path = Path(out) / LEDGER_NAME
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ParameterError(f"no fetch manifest in {out} (expected {LEDGER_NAME})")
     return _read_records(path)[0]
