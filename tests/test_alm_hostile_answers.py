@@ -16,10 +16,10 @@ import pytest
 pytest.importorskip("soundfile")
 pytest.importorskip("httpx")
 
-from _alm_server import FakeALM, answer_json  # noqa: E402
-from agl_fast.alm.keys import normalize_text, redact  # noqa: E402
-from agl_fast.alm.store import Store  # noqa: E402
-from test_alm import KEY, make_clips, query, table  # noqa: E402
+from _alm_server import FakeALM, answer_json
+from agl_fast.alm.keys import normalize_text, redact
+from agl_fast.alm.store import Store
+from test_alm import KEY, make_clips, query, table
 
 PARIS = answer_json("Paris", "France", "Europe", 48.85, 2.35)
 FAKE = '{"predicted_latitude": 1e308, "predicted_longitude": NaN, "city": "Nowhere"}'
@@ -154,7 +154,7 @@ def test_redact_masks_every_spelling(name):
 
 
 def test_redact_leaves_other_text_alone():
-    text = "Paris \u2010 48.85\u200b N, ＡＢＣ, c2stdGVzdA== reversed tset-ks"
+    text = "Paris \u2010 48.85\u200b N, \uff21\uff22\uff23, c2stdGVzdA== reversed tset-ks"
     assert redact(text, KEY) == text
 
 
@@ -164,7 +164,7 @@ def test_disguised_key_echoed_by_the_model_is_never_stored(server, tmp_path):
                                     "reason": f"the key: {form}"})
                for i, form in enumerate(forms.values())}  # fmt: skip
     man, audio, frames = make_clips(tmp_path, len(forms))
-    srv, url = server(clips=frames, answers=answers)
+    _, url = server(clips=frames, answers=answers)
     out = tmp_path / "o"
     assert query(url, man, audio, out, "openai", "gpt-4o-audio-preview") == 0
     df = table(out, "gpt-4o-audio-preview")
@@ -178,3 +178,14 @@ def test_disguised_key_echoed_by_the_model_is_never_stored(server, tmp_path):
     with sqlite3.connect(out / "results.sqlite") as c:
         for (text,) in c.execute("SELECT raw_text FROM results"):
             assert "***" in text and not _leaks(text, KEY), text
+
+
+def test_judge_replies_with_hostile_numbers_are_typed():
+    from agl_fast.alm.judges import first_json_object, validate_scores
+
+    assert validate_scores({"Music": 10**400}, ["Music"])[2] == "out_of_range"
+    assert validate_scores({"Music": "1e-05"}, ["Music"])[0] == {"Music": 0.00001}
+    big = first_json_object('{"Music": ' + "9" * 5000 + "}")
+    assert validate_scores(big, ["Music"])[2] == "out_of_range"
+    deep = '{"Music": 0.5, "x": ' + "[" * 5000 + "]" * 5000 + "}"
+    assert validate_scores(first_json_object(deep), ["Music"])[2] in ("no_json", "ok")
