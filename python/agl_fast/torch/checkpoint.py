@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from ..exceptions import CheckpointFormatError, InternalError
+from ..exceptions import CheckpointFormatError, InternalError, ModelStateError
 
 __all__ = ["read_checkpoint", "write_checkpoint"]
 
@@ -148,8 +148,10 @@ def read_checkpoint(
     CheckpointFormatError
         When the file is missing, is not a ``torch.save`` zip archive (with
         ``own_format``), needs anything but tensors, plain containers and
-        ``allow`` to load, is damaged, is not a dict, or lacks a
-        ``required`` entry.
+        ``allow`` to load, is damaged, is not a dict (with ``own_format``),
+        or lacks a ``required`` entry.
+    ModelStateError
+        When released weights (``own_format=False``) load but are not a dict.
     """
     path = Path(path)
     if not path.is_file():
@@ -163,9 +165,9 @@ def read_checkpoint(
         why = " ".join(str(exc).split())[:_SHOWN]
         raise CheckpointFormatError(f"unreadable checkpoint {path}: {why}") from exc
     if not isinstance(state, dict):
-        raise CheckpointFormatError(
-            f"unreadable checkpoint {path}: expected a dict, got {type(state).__name__}"
-        )
+        # Released weights that load but are no state dict do not fit a model.
+        error = CheckpointFormatError if own_format else ModelStateError
+        raise error(f"unreadable checkpoint {path}: expected a dict, got {type(state).__name__}")
     missing = [k for k in required if k not in state]
     if missing:
         raise CheckpointFormatError(
