@@ -98,6 +98,7 @@ def test_json_numbers_in_an_answer_are_read_exactly():
     ("value", "expected"),
     [("1e-05", 0.00001), ("4.885e1", 48.85), ("-3.39E+1 ", -33.9), (".5", 0.5),
      ("48,85° N", 48.85), ("33.9 S", -33.9), ("1.5e1 W", -15.0), ("12E", 12.0),
+     ("\u221233.9", -33.9), ("\uff14\uff18.85", 48.85), ("4\u200b8.5", 48.5),
      (1, 1.0), (-0.0, -0.0), ("unknown", None), ("north", None), (None, None),
      (float("nan"), None)],
 )  # fmt: skip

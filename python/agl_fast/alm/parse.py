@@ -42,6 +42,7 @@ from typing import Any
 
 from ..coords import parse_coordinate
 from ..exceptions import InvalidCoordinatesError
+from .keys import normalize_text
 
 STATUSES = ("ok", "partial", "invalid", "refusal", "blocked", "empty", "unparseable")
 
@@ -201,7 +202,9 @@ def coerce_coordinate(v: Any, axis: str) -> float | None:
     """The latitude or longitude in ``v``, read exactly, in degrees.
 
     ``v`` is a number or text: ``48.85``, ``"48.85"``, ``"48,85° N"``,
-    ``"74 W"``, ``"4.885e1"``, ``"1e-05"``. The first numeral of the text is
+    ``"74 W"``, ``"4.885e1"``, ``"1e-05"``, ``"\u221233.9"``. The text is
+    normalised as :func:`agl_fast.alm.keys.normalize_text` does (NFKC, dash
+    variants as ``-``, invisible characters dropped); its first numeral is
     read as Python's ``float`` reads it (exponents included, correctly
     rounded, no digit limit); a trailing or leading S/W hemisphere letter
     makes the value negative.
@@ -239,7 +242,8 @@ def coerce_coordinate(v: Any, axis: str) -> float | None:
     s = str(v).strip()
     if s.lower() in UNKNOWN_VALUES:
         return None
-    read = _numeral(s)
+    # Full-width digits, the minus sign U+2212 and other dashes, invisible characters.
+    read = _numeral(normalize_text(s)[0])
     if read is None:
         return None
     x, rest = read
