@@ -209,3 +209,24 @@ def test_evaluate_scores_exponents_exactly_end_to_end(tmp_path):
         assert s.loc["paris", "distance_km"] == pytest.approx(want, rel=1e-12), mode
         assert 5400 < want < 5480
         assert s.loc["rome", "distance_km"] < 1e-6, mode
+
+
+def test_parsers_are_total_on_generated_hostile_answers():
+    """Seeded fuzz: token soup of JSON syntax, key names, huge and
+    non-finite numbers; every answer gets a status, never an exception, and
+    an ``ok`` answer always holds a valid pair."""
+    from agl_fast.alm.parse import STATUSES
+
+    tokens = ["{", "}", "[", "]", '"', "'", ":", ",", '"lat"', '"latitude"', '"lon"',
+              '"longitude"', '"city"', '"Rome"', "1e308", "9" * 500, "9" * 5000, "NaN",
+              "Infinity", "-", ".", "e", "```json", "\\", "null", " ", "N", "S", "41.9",
+              "12.5", "-0", "\u200b", "\u2212", '"1e-05"', "[" * 200, "{" * 100]  # fmt: skip
+    rng = random.Random(43)
+    for _ in range(600):
+        text = "".join(rng.choice(tokens) for _ in range(rng.randint(1, 60)))
+        a = parse_answer(text)
+        assert a.status in STATUSES
+        if a.status == "ok":
+            assert abs(a.latitude) <= 90 and abs(a.longitude) <= 180
+        up = parse_upstream(text)
+        assert isinstance(up["latitude"], float) and isinstance(up["longitude"], float)
