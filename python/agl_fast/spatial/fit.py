@@ -313,7 +313,7 @@ def _position_keys(stream: StreamConfig, loop: FitConfig) -> dict[str, Any]:
 
 #: The entries of a streamed-training checkpoint.
 CHECKPOINT_ENTRIES = ("model", "optimizer", "scheduler", "scaler", "step", "epoch", "batch",
-                      "rng", "model_config", "vocab", "stream")  # fmt: skip
+                      "rng", "model_config", "vocab")  # fmt: skip
 
 
 def _open_state(path: Path, resume: bool) -> dict[str, Any] | None:
