@@ -98,12 +98,16 @@ def test_bad_coordinates_and_empty_files(tmp_path):
         {"question_id": "d", "predicted_latitude": "-33.9", "predicted_longitude": "511.2"},
     ]
     pred, _ = ev.read_predictions(_write(tmp_path, "m.jsonl", recs))
-    for mode in ("agl1k", "strict"):
-        s, _ = ev.score(pred, TRUTH, mode=mode)
-        d = s["distance_km"].to_numpy()
-        assert np.isnan(d[:3]).all() and d[3] < 10
-        m = ev.table_metrics(s)
-        assert m["n_distance"] == 1
+    # agl1k keeps the reference rules: longitude 511.2 is scored (wrapped).
+    s, _ = ev.score(pred, TRUTH, mode="agl1k")
+    d = s["distance_km"].to_numpy()
+    assert np.isnan(d[:3]).all() and d[3] < 10
+    assert ev.table_metrics(s)["n_distance"] == 1
+    # strict refuses every number out of range or not finite, as a typed status.
+    s, _ = ev.score(pred, TRUTH, mode="strict")
+    assert list(s["status"]) == ["invalid", "invalid", "refusal", "invalid"]
+    assert np.isnan(s["distance_km"].to_numpy()).all()
+    assert ev.table_metrics(s)["n_distance"] == 0
     empty, rr = ev.read_predictions(_write(tmp_path, "e.jsonl", []))
     assert rr.n_rows == 0
     s, jr = ev.score(empty, TRUTH, mode="strict")

@@ -14,6 +14,7 @@ __all__ = [
     "AglIOError",
     "AudioDecodeError",
     "AudioFileNotFoundError",
+    "CheckpointFormatError",
     "InternalError",
     "InvalidCoordinatesError",
     "ModelStateError",
@@ -36,6 +37,13 @@ class ParameterError(AglError, ValueError):
 
 class ShapeError(ParameterError):
     """An input array or batch has the wrong shape, length or channel count."""
+
+
+class CheckpointFormatError(ParameterError):
+    """A file given as a checkpoint is not one agl-fast reads: not a
+    ``torch.save`` zip archive, a pickle that needs anything but tensors and
+    plain containers (no code in it runs to find out), damaged, or without
+    the entries its kind requires (see :mod:`agl_fast.torch.checkpoint`)."""
 
 
 class InvalidCoordinatesError(ParameterError):

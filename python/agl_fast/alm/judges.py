@@ -62,7 +62,7 @@ def first_json_object(text: str | None) -> dict[str, Any] | None:
             obj, _ = dec.raw_decode(text, i)
             if isinstance(obj, dict):
                 return obj
-        except ValueError:
+        except (ValueError, RecursionError):  # digit limit, bad JSON, deep nesting
             pass
         i = text.find("{", i + 1)
     try:
@@ -99,7 +99,7 @@ def validate_scores(
             continue
         try:
             x = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None, unknown, "out_of_range"
         if isinstance(v, bool) or not math.isfinite(x) or not 0.0 <= x <= 1.0:
             return None, unknown, "out_of_range"

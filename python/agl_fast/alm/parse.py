@@ -7,14 +7,23 @@ The stable entry point is :func:`parse_answer`::
     >>> (a.status, a.city, a.latitude, a.longitude)
     ('ok', 'Paris', 48.85, 2.35)
 
-It takes the first complete JSON object of the text (inside code fences or
-not, nested under another key or not), repairs near-JSON (trailing or
-missing commas, single quotes, unquoted keys), maps key aliases in English
-and Chinese, coerces numbers (``"48.85° N"``, ``"2,35"``, ``"-74.0 W"``) and
-classifies the answer:
+It reads the JSON objects of the text (inside code fences or not, nested
+under another key or not), repairs near-JSON (trailing or missing commas,
+single quotes, unquoted keys), maps key aliases in English and Chinese and
+reads coordinates with :func:`coerce_coordinate` (``"48.85° N"``, ``"2,35"``,
+``"-74.0 W"``, ``4.885e1``). The answer is the object the AGL1K reference
+parser reads (:func:`parse_upstream`: the first brace-free object, strict
+JSON) when it holds a valid coordinate pair; otherwise the first object, in
+order, that holds one; otherwise the first object with location keys. A
+block of impossible values placed before the real answer is therefore never
+the answer. It classifies the answer:
 
-``ok``           a valid latitude (:mod:`agl_fast.coords`) and a longitude;
-``partial``      a JSON object, but no usable coordinate pair;
+``ok``           a valid latitude and longitude (:mod:`agl_fast.coords`);
+``partial``      a JSON object, but no coordinate pair;
+``invalid``      a coordinate that is a number but not finite or out of
+                 range (``1e308``, ``NaN``, latitude 200): a typed failure,
+                 :attr:`ParsedAnswer.error` says why and both coordinates
+                 are None;
 ``refusal``      the model declined (refusal phrases, or only unknown values);
 ``blocked``      the provider stopped the answer (``finish_reason`` such as
                  ``content_filter`` or ``safety``);
@@ -27,13 +36,15 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..coords import parse_coordinate
 from ..exceptions import InvalidCoordinatesError
+from .keys import normalize_text
 
-STATUSES = ("ok", "partial", "refusal", "blocked", "empty", "unparseable")
+STATUSES = ("ok", "partial", "invalid", "refusal", "blocked", "empty", "unparseable")
 
 KEY_ALIASES: dict[str, tuple[str, ...]] = {
     "city": ("city", "城市", "location", "place", "town", "city_name", "predicted_city", "地点"),
@@ -58,7 +69,15 @@ _REFUSAL_RE = re.compile(
     r"|无法|不能确定|抱歉",
     re.IGNORECASE,
 )
-_NUM_RE = re.compile(r"[-+]?\d+(?:[.,]\d+)?")
+#: A numeral: sign, digits with an optional ``.`` or ``,`` decimal mark (or
+#: only a fraction), and an optional exponent; what Python's ``float`` reads.
+_NUM_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d*)?|[.,]\d+)(?:[eE][-+]?\d+)?")
+#: Text that names a non-finite number (JSON's ``NaN``/``Infinity`` included).
+_NONFINITE_RE = re.compile(r"[-+]?(?:inf(?:inity)?|nan)", re.IGNORECASE)
+#: The reference parser's object: the first ``{...}`` holding no other brace.
+_FLAT_OBJECT = re.compile(r"\{[^{}]*\}")
+#: Nesting deeper than this makes a JSON block unreadable (not an answer).
+MAX_JSON_DEPTH = 64
 
 
 @dataclass
@@ -73,6 +92,7 @@ class ParsedAnswer:
     longitude: float | None = None
     reason: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
 
 
 def _strip_fences(text: str) -> str:
@@ -108,10 +128,27 @@ def _object_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def _depth(fragment: str) -> int:
+    """Bracket nesting of ``fragment`` (strings not considered: an upper bound)."""
+    depth = top = 0
+    for ch in fragment:
+        if ch in "{[":
+            depth += 1
+            top = max(top, depth)
+        elif ch in "}]":
+            depth -= 1
+    return top
+
+
 def _load(fragment: str) -> Any:
+    """A JSON value from ``fragment``, or None. Numbers stay text (their
+    numeral, ``NaN`` and ``Infinity`` included), so no integer-digit limit
+    or float overflow applies; :func:`coerce_coordinate` reads them."""
+    if _depth(fragment) > MAX_JSON_DEPTH:
+        return None
     try:
-        return json.loads(fragment)
-    except json.JSONDecodeError:
+        return json.loads(fragment, parse_int=str, parse_float=str, parse_constant=str)
+    except (ValueError, RecursionError):
         pass
     try:
         import json_repair
@@ -150,42 +187,74 @@ def _find_fields(obj: Any, depth: int = 0) -> dict[str, Any] | None:
     return None
 
 
-def coerce_coordinate(v: Any, axis: str) -> float | None:
-    """A number from ``v`` (``48.85``, ``"48.85"``, ``"48,85° N"``, ``"74 W"``).
+def _numeral(s: str) -> tuple[float, str] | None:
+    """The value of the first numeral of ``s`` and the text around it, or None."""
+    m = _NUM_RE.search(s)
+    if m is not None:
+        x = float(m.group(0).replace(",", "."))
+        return x, s[: m.start()] + s[m.end() :]
+    if _NONFINITE_RE.fullmatch(s):
+        return float(s.lower().replace("infinity", "inf")), ""
+    return None
 
-    A trailing or leading S/W hemisphere letter makes the value negative.
-    Returns None for missing or unknown values and for text with no number.
-    The number is not range-checked here: :func:`from_fields` checks the
-    latitude with :func:`agl_fast.coords.parse_coordinate`, the rule every
-    reader of coordinates shares.
+
+def coerce_coordinate(v: Any, axis: str) -> float | None:
+    """The latitude or longitude in ``v``, read exactly, in degrees.
+
+    ``v`` is a number or text: ``48.85``, ``"48.85"``, ``"48,85° N"``,
+    ``"74 W"``, ``"4.885e1"``, ``"1e-05"``, ``"\u221233.9"``. The text is
+    normalised as :func:`agl_fast.alm.keys.normalize_text` does (NFKC, dash
+    variants as ``-``, invisible characters dropped); its first numeral is
+    read as Python's ``float`` reads it (exponents included, correctly
+    rounded, no digit limit); a trailing or leading S/W hemisphere letter
+    makes the value negative.
+
+    Parameters
+    ----------
+    v : object
+        The value as the answer gave it.
+    axis : {"latitude", "longitude", "lat", "lon"}
+        Which coordinate.
+
+    Returns
+    -------
+    float or None
+        Degrees; None for missing or unknown values (``None``, ``""``,
+        ``"unknown"``, NaN from a reader's empty cell) and text with no number.
+
+    Raises
+    ------
+    InvalidCoordinatesError
+        When the value is a number that is not finite or is outside the
+        range of :func:`agl_fast.coords.parse_coordinate` (``1e308``,
+        ``"NaN"``, ``"inf"``, a 400-digit integer, latitude 200).
     """
     if v is None or isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
-        x = float(v)
-        return x if math.isfinite(x) else None
+        if isinstance(v, float) and math.isnan(v):
+            return None  # an empty cell of a reader
+        try:
+            x = float(v)
+        except OverflowError:
+            x = math.inf if v > 0 else -math.inf
+        return parse_coordinate(x, axis)
     s = str(v).strip()
     if s.lower() in UNKNOWN_VALUES:
         return None
-    m = _NUM_RE.search(s)
-    if not m:
+    # Full-width digits, the minus sign U+2212 and other dashes, invisible characters.
+    read = _numeral(normalize_text(s)[0])
+    if read is None:
         return None
-    x = float(m.group(0).replace(",", "."))
-    letters = re.sub(r"[^A-Za-z]", "", s[: m.start()] + s[m.end() :]).upper()
+    x, rest = read
+    letters = re.sub(r"[^A-Za-z]", "", rest).upper()
     if letters in ("S", "W", "SOUTH", "WEST"):
         x = -abs(x)
-    if not math.isfinite(x):
-        return None
-    return x
-
-
-def _valid_latitude(lat: float) -> bool:
-    """Whether ``lat`` is a latitude by the rule of :mod:`agl_fast.coords`."""
     try:
-        parse_coordinate(lat, "latitude")
-    except InvalidCoordinatesError:
-        return False
-    return True
+        return parse_coordinate(x, axis)
+    except InvalidCoordinatesError as exc:
+        shown = s if len(s) <= 40 else s[:37] + "..."
+        raise InvalidCoordinatesError(f"{exc} (read from {shown!r})") from None
 
 
 def _text(v: Any) -> str | None:
@@ -195,17 +264,30 @@ def _text(v: Any) -> str | None:
     return None if s.lower() in UNKNOWN_VALUES else s
 
 
+def _coordinate(v: Any, axis: str, problems: list[str]) -> float | None:
+    try:
+        return coerce_coordinate(v, axis)
+    except InvalidCoordinatesError as exc:
+        problems.append(str(exc))
+        return None
+
+
 def from_fields(raw: dict[str, Any]) -> ParsedAnswer:
     """Classify already separated fields (keys as in :data:`KEY_ALIASES`).
 
-    The answer is ``ok`` when it has both coordinates and its latitude is
-    valid by :func:`agl_fast.coords.parse_coordinate`; a longitude is any
-    finite number (scoring wraps it)."""
+    The answer is ``ok`` when both coordinates are valid by
+    :func:`coerce_coordinate`; ``invalid`` (both coordinates None, the
+    reason in ``error``) when either is a number that is not finite or out
+    of range."""
     f = _known(raw)
-    lat = coerce_coordinate(f.get("latitude"), "lat")
-    lon = coerce_coordinate(f.get("longitude"), "lon")
+    problems: list[str] = []
+    lat = _coordinate(f.get("latitude"), "latitude", problems)
+    lon = _coordinate(f.get("longitude"), "longitude", problems)
     names = [_text(f.get(k)) for k in ("city", "country", "continent")]
-    if lat is not None and lon is not None and _valid_latitude(lat):
+    error = None
+    if problems:
+        status, lat, lon, error = "invalid", None, None, "; ".join(problems)
+    elif lat is not None and lon is not None:
         status = "ok"
     elif lat is None and lon is None and not any(names):
         status = "refusal"
@@ -220,7 +302,19 @@ def from_fields(raw: dict[str, Any]) -> ParsedAnswer:
         longitude=lon,
         reason=_text(f.get("reason")),
         fields=f,
+        error=error,
     )
+
+
+def _candidates(s: str) -> Iterator[Any]:
+    """The JSON values an answer may be, read lazily: the object the
+    reference parser reads (first brace-free ``{...}``, strict JSON), then
+    every balanced object in order."""
+    m = _FLAT_OBJECT.search(s)
+    if m is not None:
+        yield _load(m.group(0))
+    for a, b in _object_spans(s):
+        yield _load(s[a:b])
 
 
 def parse_answer(text: str | None, finish_reason: str | None = None) -> ParsedAnswer:
@@ -239,11 +333,17 @@ def parse_answer(text: str | None, finish_reason: str | None = None) -> ParsedAn
     if text is None or not str(text).strip():
         return ParsedAnswer(status="empty")
     s = _strip_fences(str(text))
-    for a, b in _object_spans(s):
-        obj = _load(s[a:b])
+    first: ParsedAnswer | None = None
+    for obj in _candidates(s):
         found = _find_fields(obj)
-        if found is not None:
-            return from_fields(found)
+        if found is None:
+            continue
+        answer = from_fields(found)
+        if answer.status == "ok":
+            return answer
+        first = first or answer
+    if first is not None:
+        return first
     if _REFUSAL_RE.search(s):
         return ParsedAnswer(status="refusal")
     return ParsedAnswer(status="unparseable")
@@ -272,7 +372,6 @@ UPSTREAM_KEYS: dict[str, tuple[str, ...]] = {
     "latitude": ("latitude", "Latitude", "纬度", "lat"),
     "reason": ("reason", "Reason", "原因", "推理", "reasoning", "explanation", "analysis"),
 }
-_FLAT_OBJECT = re.compile(r"\{[^{}]*\}")
 _UPSTREAM_REASON_CHARS = 500
 
 

@@ -4,7 +4,12 @@ The output table (``<model>.parquet``, ``/`` in the model id written ``__``)
 has the prediction columns that :func:`agl_fast.evaluate.readers.read_predictions`
 reads (``question_id``, ``predicted_*`` as the model wrote them, as text,
 ``model_output``, ``finish_reason``) plus the run's bookkeeping: see
-:data:`OUTPUT_SCHEMA`.
+:data:`OUTPUT_SCHEMA`. An answer whose coordinates are numbers that are not
+finite or out of range (``invalid``) has no ``predicted_latitude`` and
+``predicted_longitude``; its ``error`` says why and its ``error_type`` is
+``InvalidCoordinatesError``. Every stored reply is read again on export by
+:func:`~agl_fast.alm.parse.parse_answer`, which never raises, so a store
+holding any reply exports.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import manifest
-from ..exceptions import ParameterError
+from ..exceptions import InvalidCoordinatesError, ParameterError
 from .audio import file_hash
 from .cost import estimate_tokens
 from .keys import redact
@@ -105,11 +110,15 @@ def read_manifest(
     return clips, missing
 
 
-def answer_class(reply: Reply) -> str:
-    """``ok``/``partial``/``refusal``/``blocked``/``unparseable`` from the parser's status
-    (an empty answer counts as blocked)."""
-    status = parse_answer(reply.text, reply.finish_reason).status
+def _class_of(status: str) -> str:
+    """The stored class of a parser status (an empty answer counts as blocked)."""
     return "blocked" if status == "empty" else status
+
+
+def answer_class(reply: Reply) -> str:
+    """``ok``/``partial``/``invalid``/``refusal``/``blocked``/``unparseable``
+    from the parser's status (an empty answer counts as blocked)."""
+    return _class_of(parse_answer(reply.text, reply.finish_reason).status)
 
 
 def _duration(clip: Clip) -> float:
@@ -173,12 +182,17 @@ def export(engine: Engine, jobs: list[Job], path: str | Path) -> pa.Table:
         # hold anything, so every value is checked again on its way out.
         raw_text = clean_text(r["raw_text"])
         finish = clean_text(r["finish_reason"])
-        if r["answer_class"] == "error":
-            fields: dict[str, Any] = {}
-            reason = None
-        else:
+        cls, error, error_type = clean_text(r["answer_class"]), r["error"], r["error_type"]
+        fields: dict[str, Any] = {}
+        reason = None
+        if cls != "error":
+            # The class is the current parser's, so a store written by an
+            # older version gets today's reading of its replies.
             parsed = parse_answer(raw_text, finish)
-            fields, reason = parsed.fields, parsed.reason
+            fields, reason, cls = parsed.fields, parsed.reason, _class_of(parsed.status)
+            if parsed.status == "invalid":
+                fields = {k: v for k, v in fields.items() if k not in ("latitude", "longitude")}
+                error, error_type = parsed.error, InvalidCoordinatesError.__name__
         tr = clean_int(r["truncated"])
         vals = {
             "question_id": j.key,
@@ -189,7 +203,7 @@ def export(engine: Engine, jobs: list[Job], path: str | Path) -> pa.Table:
             "predicted_longitude": _text(fields.get("longitude")),
             "model_output": raw_text,
             "finish_reason": finish,
-            "answer_class": clean_text(r["answer_class"]),
+            "answer_class": cls,
             "reason": reason,
             "provider": clean_text(r["provider"]),
             "model": clean_text(r["model"]),
@@ -206,8 +220,8 @@ def export(engine: Engine, jobs: list[Job], path: str | Path) -> pa.Table:
             "cost_usd": clean_real(r["cost_usd"]),
             "latency_s": clean_real(r["latency_s"]),
             "attempts": clean_int(r["attempts"]),
-            "error": clean_text(r["error"]),
-            "error_type": clean_text(r["error_type"]),
+            "error": clean_text(error),
+            "error_type": clean_text(error_type),
         }
         for k, v in vals.items():
             cols[k].append(v)

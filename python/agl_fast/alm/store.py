@@ -2,8 +2,8 @@
 
 The identity (``cache_key``) is the SHA-256 of provider, model, prompt hash,
 input (audio content or text) hash and parameters; the API key never enters
-it. ``answer_class`` is one of ``ok``, ``partial``, ``refusal``, ``blocked``,
-``unparseable`` (the model answered) or ``error`` (no answer). Errors are
+it. ``answer_class`` is one of ``ok``, ``partial``, ``invalid``, ``refusal``,
+``blocked``, ``unparseable`` (the model answered) or ``error`` (no answer). Errors are
 stored with ``answer_class = 'error'`` and never count as done when
 ``--rerun-failed`` asks for them again; transient errors left after the last
 retry are re-sent by the next run in any case.
@@ -25,7 +25,7 @@ from .keys import redact
 
 _log = logging.getLogger("agl_fast.alm")
 
-ANSWER_CLASSES = ("ok", "partial", "refusal", "blocked", "unparseable", "error")
+ANSWER_CLASSES = ("ok", "partial", "invalid", "refusal", "blocked", "unparseable", "error")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (

@@ -493,8 +493,7 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
         The contents of ``metrics.json``: settings, counts, steps, times and
         the figures on held-out and training rooms.
     """
-    import torch
-
+    from ..torch.checkpoint import write_checkpoint
     from ..torch.sage import n_parameters
     from .sources import SourceBank
 
@@ -528,7 +527,7 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
     def save(step: int) -> None:
         state = {"model": model.state_dict(), "model_config": mcfg.to_dict(),
                  "kinds": list(bank.kinds), "step": step}  # fmt: skip
-        torch.save(state, out / "checkpoint.pt")
+        write_checkpoint(state, out / "checkpoint.pt")
 
     batches = _Batches(cfg, train, bank)
     t_train0 = time.perf_counter()

@@ -41,7 +41,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ..exceptions import ModelStateError, ParameterError
+from ..exceptions import CheckpointFormatError, ModelStateError, ParameterError
+from ..torch.checkpoint import read_checkpoint, write_checkpoint
 from ..torch.sage import SageConfig, SageEncoder, load_checkpoint, load_partial
 from .stream import RirBank, StreamConfig
 from .train import TrainConfig, _lr, binaural_loss, table2_figures
@@ -99,12 +100,9 @@ def init_model(model: SageEncoder, path: str | Path, *, strict: bool = True) -> 
         raise ParameterError(f"--init: no such checkpoint: {path}")
     try:
         # Released AudioMAE / Spatial-AST files carry their argparse settings.
-        with torch.serialization.safe_globals([argparse.Namespace]):
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # any unreadable file
+        state = read_checkpoint(path, own_format=False, allow=[argparse.Namespace])
+    except CheckpointFormatError as exc:
         raise ModelStateError(f"{path}: not a readable torch checkpoint ({exc})") from exc
-    if not isinstance(state, dict):
-        raise ModelStateError(f"{path}: expected a state dict, got {type(state).__name__}")
     if strict:
         try:
             loaded = load_checkpoint(model, state, strict=True)
@@ -214,24 +212,34 @@ class _State:
         self.stream_keys: dict[str, Any] | None = None
 
     def save(self, path: Path, extra: dict[str, Any], dev: torch.device) -> None:
-        tmp = path.with_suffix(".tmp")
-        torch.save(
+        write_checkpoint(
             {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
              "scheduler": self.sched.state_dict(), "scaler": self.scaler.state_dict(),
              "step": self.step, "epoch": self.epoch, "batch": self.batch,
              "rng": _rng_state(dev), **extra},
-            tmp,
+            path,
         )  # fmt: skip
-        tmp.replace(path)
 
     def load(self, state: dict[str, Any], dev: torch.device) -> None:
-        self.model.load_state_dict(state["model"])
-        self.opt.load_state_dict(state["optimizer"])
-        self.sched.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        self.step, self.epoch, self.batch = int(state["step"]), int(state["epoch"]), \
-            int(state["batch"])  # fmt: skip
-        _set_rng_state(state["rng"], dev)
+        try:
+            self.model.load_state_dict(state["model"])
+            self.opt.load_state_dict(state["optimizer"])
+            self.sched.load_state_dict(state["scheduler"])
+            self.scaler.load_state_dict(state["scaler"])
+            self.step, self.epoch, self.batch = int(state["step"]), int(state["epoch"]), \
+                int(state["batch"])  # fmt: skip
+            _set_rng_state(state["rng"], dev)
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            detail = " ".join(str(exc).split())[:300]
+            raise ModelStateError(f"the checkpoint does not fit this run: {detail}") from exc
+
+
+def _model_config(state: dict[str, Any]) -> SageConfig:
+    """The model settings a checkpoint holds (ModelStateError if they are not)."""
+    try:
+        return SageConfig(**state["model_config"])
+    except (TypeError, ValueError) as exc:
+        raise ModelStateError(f"the checkpoint's model_config is not one: {exc}") from exc
 
 
 def _build(
@@ -241,7 +249,7 @@ def _build(
     if state is not None:
         if state["vocab"] != list(sources.vocab):
             raise ModelStateError("the checkpoint's event vocabulary differs from the sources'")
-        mcfg = SageConfig(**state["model_config"])
+        mcfg = _model_config(state)
     else:
         mcfg = SageConfig(**{**model_config.to_dict(), "num_classes": len(sources.vocab)})
     if mcfg.rir_length > 0:
@@ -303,11 +311,18 @@ def _position_keys(stream: StreamConfig, loop: FitConfig) -> dict[str, Any]:
             "accum": loop.accum, "epochs": loop.epochs}  # fmt: skip
 
 
+#: The entries of a streamed-training checkpoint.
+CHECKPOINT_ENTRIES = ("model", "optimizer", "scheduler", "scaler", "step", "epoch", "batch",
+                      "rng", "model_config", "vocab")  # fmt: skip
+
+
 def _open_state(path: Path, resume: bool) -> dict[str, Any] | None:
+    """The checkpoint to resume from (none without ``resume`` or a file);
+    read with :func:`~agl_fast.torch.checkpoint.read_checkpoint`, so a file
+    of any other format is refused and no code in it runs."""
     if not (resume and path.exists()):
         return None
-    state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
-    return state
+    return read_checkpoint(path, required=CHECKPOINT_ENTRIES)
 
 
 def _loader(bank: Any, sources: Any, stream: StreamConfig, *, epoch: int, start: int,

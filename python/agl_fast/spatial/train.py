@@ -49,8 +49,9 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..exceptions import ParameterError
+from ..exceptions import CheckpointFormatError, ModelStateError, ParameterError
 from ..presets import bat
+from ..torch.checkpoint import read_checkpoint, write_checkpoint
 from ..torch.sage import SageConfig, SageEncoder
 from ..torch.sage_rir import ETA, GEO_LAMBDA, geo_loss, geometry_vector
 from .dataset import load_scenes
@@ -380,6 +381,36 @@ def _test_metrics(
         return None
 
 
+#: The entries of a stored-data training checkpoint.
+CHECKPOINT_ENTRIES = ("model", "optimizer", "step", "model_config", "vocab")
+
+
+def _resume_state(path: Path) -> dict[str, Any]:
+    """The checkpoint to resume from, read with
+    :func:`~agl_fast.torch.checkpoint.read_checkpoint` (no code in it runs;
+    any other format is a CheckpointFormatError)."""
+    state = read_checkpoint(path, required=CHECKPOINT_ENTRIES)
+    try:
+        SageConfig(**state["model_config"])
+        ok = isinstance(state["vocab"], list)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise CheckpointFormatError(f"unreadable checkpoint {path}: bad model_config or vocab")
+    return state
+
+
+def _load_state(model: SageEncoder, opt: Any, state: dict[str, Any]) -> int:
+    """Load a checkpoint's weights and optimiser state; returns its step."""
+    try:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        return int(state["step"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        detail = " ".join(str(exc).split())[:300]
+        raise ModelStateError(f"the checkpoint does not fit this run: {detail}") from exc
+
+
 def train(
     data: str | Path,
     out: str | Path,
@@ -406,7 +437,7 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     ckpt_path = out / "checkpoint.pt"
-    state = torch.load(ckpt_path, map_location="cpu") if resume and ckpt_path.exists() else None
+    state = _resume_state(ckpt_path) if resume and ckpt_path.exists() else None
     vocab = state["vocab"] if state else None
     cfg_dict = dict(state["model_config"]) if state else model_config.to_dict()
     use_depth = bool(cfg_dict.get("rir_depth", True))
@@ -419,16 +450,12 @@ def train(
     opt = torch.optim.AdamW(
         model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=config.betas
     )
-    step = 0
-    if state:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        step = int(state["step"])
+    step = _load_state(model, opt, state) if state else 0
     history = out / "history.jsonl"
     _trim_history(history, state, step)
 
     def save() -> None:
-        torch.save(
+        write_checkpoint(
             {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
              "model_config": mcfg.to_dict(), "vocab": tr["vocab"]},
             ckpt_path,

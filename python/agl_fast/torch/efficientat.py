@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .checkpoint import read_checkpoint
+
 __all__ = [
     "MN",
     "MODEL_WIDTHS",
@@ -238,7 +240,7 @@ def load_checkpoint(path: str | Path, name: str | None = None) -> MN:
     The width is read from ``name`` if given, else from the file name
     (``mn10_as_mAP_471.pt`` -> ``mn10``), else from the stem's channel count.
     """
-    state: Any = torch.load(str(path), map_location="cpu", weights_only=True)
+    state: Any = read_checkpoint(path, own_format=False)
     if isinstance(state, dict) and "state_dict" in state:
         state = state["state_dict"]
     key = name or Path(path).name

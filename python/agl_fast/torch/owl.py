@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from ..exceptions import ModelStateError, ParameterError
+from .checkpoint import read_checkpoint, write_checkpoint
 from .sage import SageConfig, SageEncoder, load_checkpoint
 
 __all__ = [
@@ -390,26 +391,12 @@ def encode_batch(
     }
 
 
-def _torch_load(path: Path) -> Any:
-    """``torch.load`` of tensors and plain containers only (no code runs);
-    ParameterError for anything else or a damaged file."""
-    import pickle
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as exc:
-        why = " ".join(str(exc).split())[:200]
-        raise ParameterError(f"unreadable checkpoint {path}: {why}") from exc
-
-
 def load_sage(path: str | Path) -> SageEncoder:
     """A SAGE encoder from a checkpoint (see :class:`OwlConfig`)."""
     p = Path(path)
     if not p.is_file():
         raise ParameterError(f"no SAGE checkpoint at {p}")
-    state = _torch_load(p)
-    if not isinstance(state, dict):
-        raise ModelStateError(f"{p} does not hold a state dict")
+    state = read_checkpoint(p, own_format=False)  # also OWL's released SAGE
     try:
         cfg = SageConfig(**state["model_config"]) if "model_config" in state else SageConfig()
     except TypeError as exc:
@@ -447,7 +434,7 @@ def save_owl(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).write_text(json.dumps(model.cfg.to_dict(), indent=1), encoding="utf-8")
-    torch.save(model.trainable_state() if state is None else state, out / WEIGHTS_FILE)
+    write_checkpoint(model.trainable_state() if state is None else state, out / WEIGHTS_FILE)
     return out
 
 
@@ -464,9 +451,7 @@ def load_owl(path: str | Path, *, dtype: torch.dtype | None = None) -> tuple[Owl
     except ValueError as exc:
         raise ParameterError(f"unreadable {p / CONFIG_FILE}: {exc}") from exc
     cfg = OwlConfig.from_dict(raw)
-    state = _torch_load(p / WEIGHTS_FILE)
-    if not isinstance(state, dict):
-        raise ModelStateError(f"{p / WEIGHTS_FILE} does not hold a state dict")
+    state = read_checkpoint(p / WEIGHTS_FILE)
     model, tokenizer = build_owl(cfg, dtype=dtype)
     model.load_trainable(state)
     return model.eval(), tokenizer

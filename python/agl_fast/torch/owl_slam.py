@@ -35,7 +35,8 @@ from typing import Any
 import torch
 
 from ..exceptions import ModelStateError, ParameterError
-from .owl import OwlConfig, OwlModel, _torch_load, build_owl
+from .checkpoint import read_checkpoint
+from .owl import OwlConfig, OwlModel, build_owl
 
 __all__ = ["AUTHORS_LORA", "KEY_MAP", "WEIGHTS", "load_slam_owl", "map_slam_keys"]
 
@@ -113,7 +114,7 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             except (SafetensorError, OSError) as exc:
                 raise ParameterError(f"unreadable {f}: {exc}") from exc
         else:
-            part = _torch_load(f)
+            part = read_checkpoint(f, own_format=False)
         if not isinstance(part, dict):
             raise ModelStateError(f"{f} does not hold a state dict")
         state.update(part)

@@ -48,7 +48,8 @@ import tomllib
 import torch
 
 from ..exceptions import ParameterError
-from .owl import OwlModel, _torch_load, encode_batch, save_owl
+from .checkpoint import read_checkpoint, write_checkpoint
+from .owl import OwlModel, encode_batch, save_owl
 
 __all__ = ["OwlRecipe", "OwlStage", "QaSource", "load_recipe", "stage_lr", "train_owl"]
 
@@ -293,9 +294,7 @@ def _save(run: _Run, out: Path, state: dict[str, Any]) -> None:
         return
     full = {**state, "trainable": trainable, "optimizer": optim, "fsdp": run.fsdp,
             "recipe": run.recipe.to_dict()}  # fmt: skip
-    tmp = out / (CHECKPOINT + ".tmp")
-    torch.save(full, tmp)
-    os.replace(tmp, out / CHECKPOINT)
+    write_checkpoint(full, out / CHECKPOINT)
     lines = "".join(json.dumps(h) + "\n" for h in state["history"])
     (out / "metrics.jsonl").write_text(lines, encoding="utf-8")
 
@@ -304,7 +303,7 @@ def _read_checkpoint(out: Path, recipe: OwlRecipe, fsdp: bool) -> dict[str, Any]
     path = out / CHECKPOINT
     if not path.is_file():
         raise ParameterError(f"--resume: no {CHECKPOINT} in {out}")
-    state = _torch_load(path)
+    state = read_checkpoint(path, required=("recipe", "stage", "step", "trainable", "optimizer"))
     try:
         same = state["recipe"]["stages"] == recipe.to_dict()["stages"]
     except (KeyError, TypeError) as exc:
