@@ -274,7 +274,8 @@ def test_no_writer_left_outside_the_helper():
         if f.name in ("demo.py", "_warm.py"):  # the demo corpus and a private temp file
             continue
         text = f.read_text()
-        for needle in (".write_text(", ".write_bytes(", "tmp.replace(", "pq.write_table(table, out"):
+        needles = (".write_text(", ".write_bytes(", "tmp.replace(", "pq.write_table(table, out")
+        for needle in needles:
             if needle in text:
                 bad.append(f"{f.name}: {needle}")
     assert not bad, bad
