@@ -250,11 +250,11 @@ def test_export_writes_the_format_its_suffix_names(game_db, tmp_path, outside, c
 
 def test_export_table_round_trips_newlines_in_csv(tmp_path):
     from agl_fast.evaluate.readers import read_predictions
-    from agl_fast.game.board import _csv_bytes
+    from agl_fast.game.board import write_export
 
     t = pa.table({"question_id": ["a", "b"], "model_output": ["two\nlines", None],
                   "predicted_latitude": [0.1 + 0.2, None]})  # fmt: skip
-    (tmp_path / "x.csv").write_bytes(_csv_bytes(t))
+    write_export(t, tmp_path / "x.csv")
     df, _ = read_predictions(tmp_path / "x.csv")
     assert df.loc[0, "model_output"] == "two\nlines"
     assert float(df.loc[0, "predicted_latitude"]) == 0.1 + 0.2

@@ -161,17 +161,11 @@ def export_guesses(engine: Engine, path: str | Path) -> int:
     refused (:class:`~agl_fast.exceptions.UnsafePathError`).
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from ..evaluate.gazetteer import Gazetteer
 
     out = Path(path)
-    suffix = out.suffix.lower()
-    if suffix not in EXPORT_FORMATS:
-        raise ParameterError(
-            f"cannot tell the export format of {out.name!r}: its suffix must be one of "
-            f"{', '.join(EXPORT_FORMATS)}"
-        )
+    export_format(out)
 
     with engine.connect() as conn:
         rows = conn.execute(
@@ -218,13 +212,36 @@ def export_guesses(engine: Engine, path: str | Path) -> int:
             "n_guesses": pa.array(cols["n_guesses"], pa.int64()),
         }
     )
+    write_export(table, out)
+    return n
+
+
+def export_format(path: str | Path) -> str:
+    """The format of an export file by its suffix (:data:`EXPORT_FORMATS`);
+    a :class:`~agl_fast.exceptions.ParameterError` for another suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in EXPORT_FORMATS:
+        raise ParameterError(
+            f"cannot tell the export format of {Path(path).name!r}: its suffix must be one of "
+            f"{', '.join(EXPORT_FORMATS)}"
+        )
+    return suffix
+
+
+def write_export(table: Any, path: str | Path) -> None:
+    """Write a prediction table (``pyarrow.Table``) in the format of
+    ``path``'s suffix, through a new temporary file in its folder and a
+    rename (:mod:`agl_fast._internal.safe_files`)."""
+    import pyarrow.parquet as pq
+
+    out = Path(path)
+    suffix = export_format(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(out, fsync=True) as fh:
         if suffix == ".parquet":
             pq.write_table(table, fh)
         else:
             fh.write(_csv_bytes(table))
-    return n
 
 
 def _csv_bytes(table: Any) -> bytes:
