@@ -236,6 +236,9 @@ def test_export_writes_the_format_its_suffix_names(game_db, tmp_path, outside, c
     assert main(["serve", "--db", game_db, "--export", str(tmp_path / "Human.txt")]) == 2
     assert "suffix must be one of .parquet, .csv" in capsys.readouterr().err
     assert not (tmp_path / "Human.txt").exists()
+    fresh = tmp_path / "fresh.sqlite"  # refused before the database is created
+    assert main(["serve", "--db", f"sqlite:///{fresh}", "--export", str(tmp_path / "H.xlsx")]) == 2
+    assert not fresh.exists()
     from agl_fast.game.board import export_guesses
     from agl_fast.game.db import make_engine
 

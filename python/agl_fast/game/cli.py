@@ -111,9 +111,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _export(args: argparse.Namespace) -> int:
     """Write every guess as a Human prediction file."""
-    from .board import export_guesses
+    from .board import export_format, export_guesses
     from .db import make_engine, migrate
 
+    export_format(args.export)  # an unknown suffix: refused before the database is opened
     engine = make_engine(args.db)
     migrate(engine)
     n = export_guesses(engine, args.export)
