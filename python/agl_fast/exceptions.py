@@ -24,6 +24,7 @@ __all__ = [
     "ResourceLimitError",
     "RunInterrupted",
     "ShapeError",
+    "UnsafePathError",
 ]
 
 
@@ -66,6 +67,12 @@ class AudioFileNotFoundError(AglError, FileNotFoundError):
 
 class AglIOError(AglError, OSError):
     """A file or resource could not be read or written."""
+
+
+class UnsafePathError(AglIOError):
+    """A path that leaves its folder once symlinks are resolved: an input
+    outside its root, or a symlink in an output folder that points outside
+    it (see ``agl_fast._internal.safe_files``). Nothing was read or written."""
 
 
 class ResourceLimitError(AglError, MemoryError):

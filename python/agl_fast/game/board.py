@@ -1,8 +1,10 @@
-"""Leaderboard of players and models on the same clips, and the Parquet export.
+"""Leaderboard of players and models on the same clips, and the export.
 
 The export writes the players' guesses in the prediction layout that
 :func:`agl_fast.evaluate.readers.read_predictions` reads, so that
-``agl-fast evaluate Human.parquet --truth ...`` scores people like any model.
+``agl-fast evaluate Human.parquet --truth ...`` scores people like any model;
+the file's suffix says its format (:data:`EXPORT_FORMATS`: Parquet, or CSV
+in the raw progress files' form, newlines in a field written ``\\n``).
 
 Only blind guesses are ranked or exported: a player's first guess of a clip,
 and not one stored as ``after_reveal`` (the player or the client address had
@@ -13,6 +15,8 @@ logs how many.
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 import math
 from collections import defaultdict
@@ -23,12 +27,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sqlalchemy import Engine, select
 
+from .._internal.safe_files import atomic_file
+from ..exceptions import ParameterError
 from .db import guesses
 
 if TYPE_CHECKING:
     from .state import Game
 
 _log = logging.getLogger("agl_fast.game")
+
+#: The formats :func:`export_guesses` writes, by the file's suffix.
+EXPORT_FORMATS = (".parquet", ".csv")
 
 
 def first_guesses(rows: Sequence[Any]) -> list[Any]:
@@ -144,11 +153,19 @@ def export_guesses(engine: Engine, path: str | Path) -> int:
     GeoNames city of 15,000+ inhabitants, its country's and continent's
     English names), so the Human row scores country and continent in both
     modes like a model that names them.
+
+    The format is the suffix's (:data:`EXPORT_FORMATS`); another suffix is a
+    :class:`~agl_fast.exceptions.ParameterError` before anything is read.
+    The file is written through a new temporary file in its folder and a
+    rename; a symlink at ``path`` that points outside that folder is
+    refused (:class:`~agl_fast.exceptions.UnsafePathError`).
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from ..evaluate.gazetteer import Gazetteer
+
+    out = Path(path)
+    export_format(out)
 
     with engine.connect() as conn:
         rows = conn.execute(
@@ -195,7 +212,51 @@ def export_guesses(engine: Engine, path: str | Path) -> int:
             "n_guesses": pa.array(cols["n_guesses"], pa.int64()),
         }
     )
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out)
+    write_export(table, out)
     return n
+
+
+def export_format(path: str | Path) -> str:
+    """The format of an export file by its suffix (:data:`EXPORT_FORMATS`);
+    a :class:`~agl_fast.exceptions.ParameterError` for another suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in EXPORT_FORMATS:
+        raise ParameterError(
+            f"cannot tell the export format of {Path(path).name!r}: its suffix must be one of "
+            f"{', '.join(EXPORT_FORMATS)}"
+        )
+    return suffix
+
+
+def write_export(table: Any, path: str | Path) -> None:
+    """Write a prediction table (``pyarrow.Table``) in the format of
+    ``path``'s suffix, through a new temporary file in its folder and a
+    rename (:mod:`agl_fast._internal.safe_files`)."""
+    import pyarrow.parquet as pq
+
+    out = Path(path)
+    suffix = export_format(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(out, fsync=True) as fh:
+        if suffix == ".parquet":
+            pq.write_table(table, fh)
+        else:
+            fh.write(_csv_bytes(table))
+
+
+def _csv_bytes(table: Any) -> bytes:
+    """``table`` as UTF-8 CSV with a header, as the raw progress files are
+    written (a newline inside a field as the two characters ``\\n``; a
+    missing value empty; floats in their shortest exact form)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(table.column_names)
+    for row in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
+        w.writerow([_csv_field(v) for v in row])
+    return buf.getvalue().encode("utf-8")
+
+
+def _csv_field(v: Any) -> str:
+    if v is None:
+        return ""
+    return v.replace("\n", "\\n") if isinstance(v, str) else repr(v)

@@ -4,7 +4,7 @@
     agl-fast serve --truth geoLocalization_schema.csv --audio-dir DIR \\
         [--predictions DIR] [--db URL] [--host 127.0.0.1] [--port 8000]
         [--trusted-proxy ADDRESS_OR_NETWORK ...]
-    agl-fast serve --db URL --export Human.parquet
+    agl-fast serve --db URL --export Human.parquet   # or Human.csv
     agl-fast serve --truth POOL.csv --audio-dir DIR --screening   # curator's page
 """
 
@@ -87,7 +87,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--secure-cookie", action="store_true", help="mark the cookie Secure (HTTPS)")
     p.add_argument(
-        "--export", metavar="PARQUET", help="write all guesses as a Human prediction file and exit"
+        "--export",
+        metavar="FILE",
+        help="write all guesses as a Human prediction file and exit (.parquet or .csv: the "
+        "suffix says the format)",
     )
     p.add_argument(
         "--screening",
@@ -108,9 +111,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _export(args: argparse.Namespace) -> int:
     """Write every guess as a Human prediction file."""
-    from .board import export_guesses
+    from .board import export_format, export_guesses
     from .db import make_engine, migrate
 
+    export_format(args.export)  # an unknown suffix: refused before the database is opened
     engine = make_engine(args.db)
     migrate(engine)
     n = export_guesses(engine, args.export)

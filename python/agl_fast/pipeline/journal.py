@@ -51,6 +51,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .._internal.safe_files import atomic_file, open_append
+
 __all__ = [
     "FLUSH_FILES",
     "FLUSH_SECONDS",
@@ -128,17 +130,13 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def durable_write_parquet(table: pa.Table, path: Path) -> None:
-    """Write ``table`` to ``path`` through a temporary name, flushed to disk
-    before the rename, and flush the folder: after a crash ``path`` is
-    either absent or whole."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
+def durable_write_parquet(table: pa.Table, path: Path, root: Path | None = None) -> None:
+    """Write ``table`` to ``path`` through a new temporary name (never a
+    symlink), flushed to disk before the rename, and flush the folder: after
+    a crash ``path`` is either absent or whole. ``root``: the output folder
+    the file must stay in (default its own folder)."""
+    with atomic_file(path, root=root, fsync=True) as fh:
         pq.write_table(table, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
-    _fsync_dir(path.parent)
 
 
 def ipc_bytes(table: pa.Table) -> bytes:
@@ -173,7 +171,8 @@ class ProgressLog:
         self.path = path
         self.flush_files, self.flush_seconds = flush_files, flush_seconds
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: BinaryIO = open(path, "ab")  # closed by close()
+        # closed by close(); never through a symlink
+        self._fh: BinaryIO = open_append(path, root=path.parent.parent)
         _fsync_dir(path.parent)
         #: Rows and bytes of rows (Arrow, in memory) logged so far.
         self.rows = 0
@@ -283,10 +282,10 @@ def write_part(table: pa.Table, out: Path, number: int) -> None:
     if FEATURES in table.column_names:
         feats = table.select(["key", FEATURES]).filter(pc.is_valid(table.column(FEATURES)))
         (out / FEATURES_DIR).mkdir(exist_ok=True)
-        durable_write_parquet(feats, out / FEATURES_DIR / name)
+        durable_write_parquet(feats, out / FEATURES_DIR / name, out)
         table = table.drop_columns([FEATURES])
     (out / PARTS_DIR).mkdir(exist_ok=True)
-    durable_write_parquet(table, out / PARTS_DIR / name)
+    durable_write_parquet(table, out / PARTS_DIR / name, out)
 
 
 def compact_log(out: Path, number: int) -> LogContents:

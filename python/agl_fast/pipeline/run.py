@@ -52,6 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import __version__
+from .._internal.safe_files import check_tree, write_atomic
 from ..exceptions import ParameterError, RunInterrupted
 from .batch import BASE_COLUMNS, BatchConfig, BatchProcessor, error_rows, stage_names
 from .engines.local import Supervisor, SupervisorStats
@@ -64,6 +65,7 @@ __all__ = [
     "PRECHECK_CHUNK",
     "CurateConfig",
     "Resumed",
+    "atomic_json",
     "consume_rows",
     "curate",
     "default_workers",
@@ -182,7 +184,10 @@ class Resumed:
 def prepare_out(out: Path, inputs: Inputs, resume: bool) -> Resumed:
     """Check ``out`` for an earlier run (refused without ``resume``), bring
     it to a consistent state and tell where it stands; log, at INFO, how
-    many files a resumed run redoes."""
+    many files a resumed run redoes. A symlink in ``out`` that points
+    outside it is refused (:class:`~agl_fast.exceptions.UnsafePathError`)
+    before anything is written or removed."""
+    check_tree(out)
     found = progress_files(out)
     if found and not resume:
         raise ParameterError(
@@ -306,10 +311,10 @@ def _in_process(
         yield proc(b)
 
 
-def _atomic_json(obj: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+def atomic_json(obj: Any, path: Path) -> None:
+    """Write ``obj`` as indented JSON to ``path`` (a new temporary file and a
+    rename, inside ``path``'s folder)."""
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def final_table(rows: pa.Table, inputs: Inputs, out: str | Path) -> pa.Table:
@@ -403,7 +408,7 @@ def curate(
     names = [*stage_names(batch_cfg), *(s.name for s in stages)]
     summary = _summary(final, cfg, inputs, names, wall, len(todo), audio_s, stats)
     summary["this_run"]["redone_in_flight"] = len(state.redo)
-    _atomic_json(summary, out / "summary.json")
+    atomic_json(summary, out / "summary.json")
     return summary
 
 
@@ -444,7 +449,7 @@ def write_final(out: Path, inputs: Inputs) -> pa.Table:
     if rows is None:
         rows = pa.table({c: pa.array([], pa.string()) for c in ("key", "error_type")})
     final = final_table(rows, inputs, out)
-    atomic_write_parquet(final, out / "curated.parquet")
+    atomic_write_parquet(final, out / "curated.parquet", out)
     return final
 
 

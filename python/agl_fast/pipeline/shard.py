@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._internal.safe_files import check_tree, write_atomic
 from ..exceptions import ParameterError
 from .batch import BASE_COLUMNS
 from .inputs import Inputs
@@ -100,12 +101,15 @@ def merge_runs(outs: list[str | Path], dest: str | Path) -> dict[str, Any]:
     table = table.select(base + sorted(set(table.column_names) - set(base)))
     table = table.take(pa.array(np.argsort(keys, kind="stable")))
     dest.mkdir(parents=True, exist_ok=True)
-    atomic_write_parquet(table, dest / "curated.parquet")
+    check_tree(dest)
+    atomic_write_parquet(table, dest / "curated.parquet", dest)
     shards = [p for out in map(Path, outs) for p in sorted((out / "features").glob("*.parquet"))]
     if shards:
         (dest / "features").mkdir(exist_ok=True)
         for j, p in enumerate(shards):
-            atomic_write_parquet(pq.read_table(p), dest / "features" / f"part-{j:05d}.parquet")
+            atomic_write_parquet(
+                pq.read_table(p), dest / "features" / f"part-{j:05d}.parquet", dest
+            )
     n_inputs = sum(int(s.get("counts", {}).get("inputs", 0)) for s in summaries)
     summary = {
         "merged": [str(o) for o in outs],
@@ -113,7 +117,5 @@ def merge_runs(outs: list[str | Path], dest: str | Path) -> dict[str, Any]:
         "inputs": [s.get("input", {}) for s in summaries],
         "parameters": summaries[0].get("parameters", {}) if summaries else {},
     }
-    tmp = dest / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    tmp.replace(dest / "summary.json")
+    write_atomic(dest / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import _native
+from .._internal.safe_files import atomic_file
 from ..exceptions import ParameterError, ShapeError
 
 __all__ = [
@@ -357,8 +358,8 @@ def feature_array(column: pa.Array | pa.ChunkedArray, i: int) -> np.ndarray | No
     return arr.to_numpy(zero_copy_only=False).reshape(shape)
 
 
-def atomic_write_parquet(table: pa.Table, path: Path) -> None:
-    """Write ``table`` to ``path`` through a temporary file and a rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
+def atomic_write_parquet(table: pa.Table, path: Path, root: Path | None = None) -> None:
+    """Write ``table`` to ``path`` through a new temporary file (never a
+    symlink) and a rename, inside ``root`` (default: ``path``'s folder)."""
+    with atomic_file(path, root=root) as fh:
+        pq.write_table(table, fh)

@@ -30,6 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._internal.safe_files import check_tree, write_atomic
 from ..exceptions import AglIOError
 from .figures import (
     DISTRIBUTIONS,
@@ -132,6 +133,10 @@ def write_report(
     ------
     AglIOError
         ``out`` has no ``curated.parquet``.
+    UnsafePathError
+        The page would be written through a symlink pointing outside its
+        folder, or (written into ``out``) ``out`` holds a symlink pointing
+        outside it; nothing is written.
     ImportError
         matplotlib is missing (see :func:`check_dependencies`).
     """
@@ -163,6 +168,8 @@ def write_report(
         f"<script>{_SORT_JS}</script></body></html>"
     )
     dest = Path(path) if path is not None else out / "report.html"
-    dest.write_text(page, encoding="utf-8")
+    if dest.parent.resolve() == out.resolve():
+        check_tree(out)
+    write_atomic(dest, page)
     _log.info("wrote %s (%d figures)", dest, len(figures))
     return dest

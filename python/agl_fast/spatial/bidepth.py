@@ -36,6 +36,15 @@ id) is skipped and counted (:attr:`BidepthData.skipped`); a missing or
 malformed file raises a :class:`~agl_fast.exceptions.ParameterError` or
 :class:`~agl_fast.exceptions.AudioDecodeError` naming it.
 
+Limits (hostile copies meet a typed error, not a crash or a runaway
+allocation): JSON nested deeper than :data:`MAX_JSON_DEPTH` levels, a
+number over :data:`MAX_NUMBER_CHARS` characters, ``NaN`` / ``Infinity`` or
+a float beyond its range in any file read here is a ``ParameterError``; a
+position coordinate must be finite and within :data:`MAX_POSITION_M`
+metres; an id longer than :data:`MAX_ID_CHARS` characters skips its row;
+sources and RIRs are read only inside their roots once symlinks are
+resolved (:attr:`BidepthLayout.allow_outside_roots`).
+
 Question types: the loader passes ``question_type`` through untouched and
 the released files fix the names; :data:`TYPE_NAMES` maps the names used
 for OWL's four categories (and SpatialSoundQA's ``CLASSIFICATION``) to
@@ -57,11 +66,19 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from .._internal import json_limits
+from .._internal.safe_files import resolve_inside
 from ..exceptions import ParameterError
 from .defaults import CLIP_SECONDS, SR
 
 __all__ = [
     "CONFIG_NAME",
+    "MAX_ANSWER_EVENTS",
+    "MAX_EVENT_CLASSES",
+    "MAX_ID_CHARS",
+    "MAX_JSON_DEPTH",
+    "MAX_NUMBER_CHARS",
+    "MAX_POSITION_M",
     "MAX_ROW_CHARS",
     "RESAMPLERS",
     "TYPE_NAMES",
@@ -89,6 +106,17 @@ MAX_ROW_CHARS = 1 << 20
 MAX_SOURCE_SECONDS = 60.0
 #: Longest RIR accepted (samples).
 MAX_RIR_SAMPLES = 10 * SR
+#: Longest clip or RIR id accepted (characters); a longer one skips its row.
+MAX_ID_CHARS = 1024
+#: Largest coordinate of a sensor or source position accepted (m, either sign).
+MAX_POSITION_M = 1.0e4
+#: Most event names one Type I answer may list; a longer answer gives no event target.
+MAX_ANSWER_EVENTS = 64
+#: Most distinct event names (the classes of SAGE's event head) of one copy.
+MAX_EVENT_CLASSES = 4096
+#: JSON limits of every file read here (nesting depth; characters of a number).
+MAX_JSON_DEPTH = json_limits.MAX_JSON_DEPTH
+MAX_NUMBER_CHARS = json_limits.MAX_NUMBER_CHARS
 _REQUIRED = ("audio_id", "reverb_id", "question", "answer")
 #: How a dry source reaches 32 kHz, the default first: ``polyphase``, SciPy's
 #: ``resample_poly`` as OWL's loader calls it (the authors' inputs to float
@@ -147,6 +175,10 @@ def labels_from_positions(sensor: Any, source: Any) -> dict[str, Any]:
     p = np.asarray(source, dtype=np.float64)
     if s.shape != (3,) or p.shape != (3,):
         raise ParameterError(f"positions must be 3 numbers, got {s.shape} and {p.shape}")
+    for what, v in (("sensor", s), ("source", p)):
+        if not (np.isfinite(v).all() and (np.abs(v) <= MAX_POSITION_M).all()):
+            raise ParameterError(f"a {what} position must be finite, each coordinate within "
+                                 f"+-{MAX_POSITION_M:g} m, got {v.tolist()}")  # fmt: skip
     dx, dy, dz = p - s
     d = float(np.linalg.norm(p - s))
     az = (round(math.degrees(math.atan2(-dz, dx))) + 360) % 360
@@ -159,7 +191,10 @@ def _xyz(text: Any) -> list[float]:
     parts = list(text) if isinstance(text, (list, tuple)) else str(text).split(",")
     if len(parts) != 3:
         raise ParameterError(f"a position must be 'x,y,z', got {text!r}")
-    return [float(v) for v in parts]
+    try:
+        return [float(v) for v in parts]
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"a position must be 3 numbers, got {str(text)[:80]!r}") from exc
 
 
 def read_positions(path: str | Path | None) -> dict[str, dict[str, Any]]:
@@ -169,7 +204,7 @@ def read_positions(path: str | Path | None) -> dict[str, dict[str, Any]]:
     if path is None:
         return {}
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json_limits.loads(Path(path).read_text(encoding="utf-8"), name=str(path))
         items = doc["data"] if isinstance(doc, dict) else doc
         return {
             str(it["fname"]): labels_from_positions(
@@ -187,7 +222,7 @@ def read_positions(path: str | Path | None) -> dict[str, dict[str, Any]]:
 
 def _safe_id(value: Any) -> str | None:
     """An id usable as a relative path below its root, or None."""
-    if not isinstance(value, str) or not value or "\0" in value or len(value) > 1024:
+    if not isinstance(value, str) or not value or "\0" in value or len(value) > MAX_ID_CHARS:
         return None
     parts = value.replace("\\", "/").split("/")
     drive = len(parts[0]) == 2 and parts[0][1] == ":"  # C:/...
@@ -199,7 +234,12 @@ class BidepthLayout:
     """Where a BiDepth copy lies: SLAM-LLM's data settings (``qa_data_root``,
     ``stage``, ``anechoic_data_root``, ``reverb_data_root``, ``channel_type``,
     ``ext_audio``, ``train_split``, ``test_split``), ``positions`` and
-    ``resampler`` (:data:`RESAMPLERS`)."""
+    ``resampler`` (:data:`RESAMPLERS`).
+
+    Sources and RIRs are read only inside their roots once symlinks are
+    resolved (a :class:`~agl_fast.exceptions.UnsafePathError` otherwise);
+    ``allow_outside_roots=True`` follows links out of them. It is an
+    argument, not a key of ``bidepth.json``: a copy cannot grant it itself."""
 
     qa_data_root: Path
     stage: str
@@ -211,15 +251,16 @@ class BidepthLayout:
     test_split: str = "eval"
     positions: Path | None = None
     resampler: str = RESAMPLERS[0]
+    allow_outside_roots: bool = False
 
     @classmethod
-    def open(cls, path: str | Path) -> BidepthLayout:
+    def open(cls, path: str | Path, *, allow_outside_roots: bool = False) -> BidepthLayout:
         """Read ``path`` (a ``bidepth.json`` file or a folder holding one);
         relative roots are taken from the file's folder."""
         p = Path(path)
         f = p / CONFIG_NAME if p.is_dir() else p
         try:
-            doc = json.loads(f.read_text(encoding="utf-8"))
+            doc = json_limits.loads(f.read_text(encoding="utf-8"), name=str(f))
         except (OSError, ValueError) as exc:
             raise ParameterError(f"{f}: not a readable BiDepth layout file ({exc})") from exc
         if not isinstance(doc, dict):
@@ -246,7 +287,15 @@ class BidepthLayout:
                    where(cfg["reverb_data_root"]), str(cfg["channel_type"]), str(cfg["ext_audio"]),
                    str(cfg["train_split"]), str(cfg["test_split"]),
                    where(cfg["positions"]) if cfg["positions"] else None,
-                   str(cfg["resampler"]))  # fmt: skip
+                   str(cfg["resampler"]), bool(allow_outside_roots))  # fmt: skip
+
+    @classmethod
+    def of(cls, layout: BidepthLayout | str | Path, *,
+           allow_outside_roots: bool = False) -> BidepthLayout:  # fmt: skip
+        """``layout`` itself, or the layout file it names (:meth:`open`)."""
+        if isinstance(layout, BidepthLayout):
+            return layout
+        return cls.open(layout, allow_outside_roots=allow_outside_roots)
 
     def split_name(self, split: str) -> str:
         """The file name of agl-fast's ``'train'`` / ``'test'`` (others as given)."""
@@ -267,10 +316,17 @@ class BidepthLayout:
         return [self.qa_data_root / st / f"{self.split_name(split)}.json" for st in self.stages]
 
     def audio_path(self, audio_id: str) -> Path:
-        return self.anechoic_data_root / f"{audio_id}{self.ext_audio}"
+        """``<anechoic_data_root>/<audio_id><ext_audio>``, inside its root
+        (:class:`~agl_fast.exceptions.UnsafePathError` otherwise)."""
+        return resolve_inside(self.anechoic_data_root, f"{audio_id}{self.ext_audio}",
+                              what="source", allow_outside=self.allow_outside_roots)  # fmt: skip
 
     def rir_path(self, reverb_id: str) -> Path:
-        return self.reverb_data_root / self.channel_type / reverb_id
+        """``<reverb_data_root>/<channel_type>/<reverb_id>``, inside
+        ``reverb_data_root`` (:class:`~agl_fast.exceptions.UnsafePathError`
+        otherwise)."""
+        return resolve_inside(self.reverb_data_root, Path(self.channel_type) / reverb_id,
+                              what="RIR", allow_outside=self.allow_outside_roots)  # fmt: skip
 
 
 def is_bidepth(path: str | Path) -> bool:
@@ -290,7 +346,6 @@ class _Stream:
     def __init__(self, f: TextIO, name: str, limit: int) -> None:
         self.f, self.name, self.limit = f, name, limit
         self.buf, self.pos, self.done = "", 0, False
-        self.dec = json.JSONDecoder()
 
     def _fill(self) -> bool:
         more = "" if self.done else self.f.read(1 << 16)
@@ -317,7 +372,7 @@ class _Stream:
         self.peek()
         while True:
             try:
-                v, end = self.dec.raw_decode(self.buf, self.pos)
+                v, end = json_limits.raw_decode(self.buf, self.pos, name=self.name)
             except json.JSONDecodeError as exc:
                 if len(self.buf) - self.pos > self.limit:
                     raise ParameterError(f"{self.name}: bad JSON or a value over "
@@ -345,10 +400,7 @@ def iter_qa_rows(path: str | Path, *, limit: int = MAX_ROW_CHARS) -> Iterator[An
                 if len(line) > limit:
                     raise ParameterError(f"{path}: line {k} is over {limit} characters")
                 if line.strip():
-                    try:
-                        yield json.loads(line)
-                    except ValueError as exc:
-                        raise ParameterError(f"{path}: line {k}: bad JSON ({exc})") from exc
+                    yield json_limits.loads(line, name=f"{path}: line {k}")
             return
         s = _Stream(f, str(path), limit)
         s.take("{")
@@ -445,15 +497,17 @@ class BidepthQaSource:
     sources; :meth:`features` renders their scenes (:func:`render_row`) and
     computes the ``bat`` features, keeping those of the ``cache_scenes``
     most recently used scenes. Rows skipped and rows of other types are
-    counted in ``counts``.
+    counted in ``counts``. ``allow_outside_roots``: see :class:`BidepthLayout`
+    (for a layout given by path).
     """
 
     def __init__(self, layout: BidepthLayout | str | Path, split: str = "train", *,
                  type_map: dict[str, str] | None = None, cache_scenes: int = 256,
-                 seconds: float = CLIP_SECONDS) -> None:  # fmt: skip
+                 seconds: float = CLIP_SECONDS,
+                 allow_outside_roots: bool = False) -> None:  # fmt: skip
         from collections import OrderedDict
 
-        self.layout = layout if isinstance(layout, BidepthLayout) else BidepthLayout.open(layout)
+        self.layout = BidepthLayout.of(layout, allow_outside_roots=allow_outside_roots)
         self.split, self.type_map, self.seconds = split, type_map, float(seconds)
         self.cache_scenes = max(1, int(cache_scenes))
         self.counts: Counter[str] = Counter()

@@ -24,6 +24,8 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from ..exceptions import ParameterError
 from .bidepth import (
+    MAX_ANSWER_EVENTS,
+    MAX_EVENT_CLASSES,
     BidepthLayout,
     event_names,
     iter_qa_rows,
@@ -50,12 +52,19 @@ class BidepthData:
     rows are counted, not trained on (SAGE's targets are one direction and
     one distance per clip). ``counts``: rows read, skipped (by reason),
     scenes dropped for want of a position, distances beyond the last class
-    (set to class 20) and scenes with no event target.
+    (set to class 20), scenes with no event target and Type I answers over
+    :data:`.bidepth.MAX_ANSWER_EVENTS` names (no event target from them).
+    A vocabulary over :data:`.bidepth.MAX_EVENT_CLASSES` names (it sizes the
+    model's event head) is refused. Ids are held as Python strings (the
+    memory of one long id is its own, not that of every row).
+    ``allow_outside_roots`` is :attr:`.bidepth.BidepthLayout.allow_outside_roots`
+    for a layout given by path.
     """
 
     def __init__(self, layout: BidepthLayout | str | Path, *,
-                 type_map: dict[str, str] | None = None) -> None:  # fmt: skip
-        self.layout = layout if isinstance(layout, BidepthLayout) else BidepthLayout.open(layout)
+                 type_map: dict[str, str] | None = None,
+                 allow_outside_roots: bool = False) -> None:  # fmt: skip
+        self.layout = BidepthLayout.of(layout, allow_outside_roots=allow_outside_roots)
         self.type_map = type_map
         self.counts: Counter[str] = Counter()
         self.positions = read_positions(self.layout.positions)
@@ -64,6 +73,10 @@ class BidepthData:
             raise ParameterError(f"no QA file: {self.layout.qa_file('train')}")
         self.vocab = sorted(set().union(*(set(n) for sc in scans.values()
                                           for n in sc["events"].values())))  # fmt: skip
+        if len(self.vocab) > MAX_EVENT_CLASSES:
+            raise ParameterError(f"BiDepth {self.layout.qa_data_root}: {len(self.vocab)} distinct "
+                                 f"event names in the Type I answers, over the limit of "
+                                 f"{MAX_EVENT_CLASSES} classes")  # fmt: skip
         self._index = {s: self._compact(sc) for s, sc in scans.items()}
         if self.counts:
             logger.info("BiDepth %s: %s", self.layout.qa_data_root, dict(self.counts))
@@ -89,8 +102,12 @@ class BidepthData:
                 continue
             a = audio.setdefault(pairs[0][0], len(audio))
             scenes[(a, rirs.setdefault(pairs[0][1], len(rirs)))] = None
-            if map_type(row.get("question_type"), self.type_map) == "I":
-                events.setdefault(a, event_names(row["answer"]))
+            if map_type(row.get("question_type"), self.type_map) == "I" and a not in events:
+                names = event_names(row["answer"])
+                if len(names) > MAX_ANSWER_EVENTS:
+                    self.counts[f"Type I answers over {MAX_ANSWER_EVENTS} names (ignored)"] += 1
+                else:
+                    events[a] = names
         return {"audio": audio, "rirs": rirs, "scenes": scenes, "events": events}
 
     def _compact(self, scan: dict[str, Any]) -> dict[str, Any]:
@@ -109,8 +126,8 @@ class BidepthData:
             labels.append((lab["azimuth"], lab["elevation"], min(20, lab["distance_class"])))
         cls = {x: i for i, x in enumerate(self.vocab)}
         return {
-            "audio": np.array(list(scan["audio"]), dtype=str),
-            "rirs": np.array(rir_names, dtype=str),
+            "audio": list(scan["audio"]),  # Python strings: no fixed-width padding
+            "rirs": rir_names,
             "scenes": np.array(keep, dtype=np.int32).reshape(-1, 2),
             "labels": np.array(labels, dtype=np.int64).reshape(-1, 3),
             "events": {a: [cls[x] for x in names] for a, names in scan["events"].items()},

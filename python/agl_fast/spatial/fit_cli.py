@@ -33,6 +33,9 @@ def add_scene_options(g: Any, scenes_help: str = "scenes per epoch") -> None:
                    help="dry source files (default: synthetic events)")  # fmt: skip
     g.add_argument("--synthetic-sources", type=int, default=1000,
                    help="synthetic dry sources when no --sources are given")  # fmt: skip
+    g.add_argument("--allow-outside-roots", action="store_true",
+                   help="BiDepth: follow symlinks from the source and RIR roots to files "
+                   "outside them (refused by default)")  # fmt: skip
 
 
 def add_stream_options(tr: Any) -> None:
@@ -79,16 +82,17 @@ def stream_sources(args: argparse.Namespace, seed: int) -> tuple[Any, Any]:
             SyntheticSources(max(1, n // 5), secs, seed=test_seed))  # fmt: skip
 
 
-def scene_data_of(data: Path) -> Any:
+def scene_data_of(data: Path, *, allow_outside_roots: bool = False) -> Any:
     """The scene data of ``spatial train --stream``'s DATA: a BiDepth copy
-    (:class:`~agl_fast.spatial.bidepth_sage.BidepthData`) or a BRIR bank path
+    (:class:`~agl_fast.spatial.bidepth_sage.BidepthData`, reading only inside
+    its roots unless ``allow_outside_roots``) or a BRIR bank path
     (:func:`resolve_bank`)."""
     from .bidepth import is_bidepth
 
     if is_bidepth(data):
         from .bidepth_sage import BidepthData
 
-        return BidepthData(data)
+        return BidepthData(data, allow_outside_roots=allow_outside_roots)
     return resolve_bank(data)
 
 
@@ -125,7 +129,9 @@ def run_stream(args: argparse.Namespace, model_config: Any, config: Any) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    scene_data = scene_data_of(Path(args.data))
+    scene_data = scene_data_of(
+        Path(args.data), allow_outside_roots=getattr(args, "allow_outside_roots", False)
+    )
     if isinstance(scene_data, Path):
         train_src, test_src = stream_sources(args, args.seed)
     elif args.sources:

@@ -118,7 +118,8 @@ def _stream_source(args: argparse.Namespace, seed: int) -> Any:
 def _bidepth_source(args: argparse.Namespace, seed: int) -> Any:
     from .bidepth import BidepthQaSource
 
-    return BidepthQaSource(args.data, args.split or "train")
+    outside = getattr(args, "allow_outside_roots", False)
+    return BidepthQaSource(args.data, args.split or "train", allow_outside_roots=outside)
 
 
 #: What ``owl train --qa-source NAME`` trains on: a factory of the parsed

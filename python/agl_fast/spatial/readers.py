@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from .._internal.safe_files import resolve_inside
 from ..exceptions import ParameterError
 from .bidepth import (
     RESAMPLERS,
@@ -91,7 +92,7 @@ def _write_scene(path: Path, pairs: list[tuple[Any, Any]], layout: BidepthLayout
     arrays = {"audio": render_row(layout, pairs)}
     for k, h in enumerate(brirs):
         arrays[f"brir_{k}"] = h.astype(np.float32)
-    depth = rir_root / "depth" / pairs[0][1]
+    depth = resolve_inside(rir_root / "depth", str(pairs[0][1]), what="depth map")
     if depth.is_file():
         arrays["depth"] = np.asarray(np.load(depth), dtype=np.float32)
     np.savez(path, **arrays)  # type: ignore[arg-type]

@@ -4,7 +4,6 @@ of :mod:`.ray`, rows written as they come back through the progress log
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from ..journal import LogContents, PartSink, ipc_bytes, read_ipc, read_log, read
 from ..run import (
     PRECHECK_CHUNK,
     CurateConfig,
+    atomic_json,
     consume_rows,
     input_table,
     interrupted,
@@ -253,7 +253,5 @@ def curate_ray(
     final = write_final(out, inputs)
     this_run = {"files": len(todo), "audio_seconds": audio_s, "wall_seconds": wall}
     summary = _summary(inputs, cfg, opts, final, this_run, len(state.redo))
-    tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    tmp.replace(out / "summary.json")
+    atomic_json(summary, out / "summary.json")
     return summary
