@@ -89,7 +89,8 @@ def make_source(directory: Path, seconds: float) -> Path:
             "-f", "lavfi", "-i", f"sine=f=440:r={RATE}:d={seconds}",
             "-filter_complex", "amerge=inputs=2",
         ]  # fmt: skip
-    _run([exe, "-v", "error", "-y", *inp, "-t", str(seconds), "-ar", str(RATE), "-ac", "2", str(out)])
+    out_args = ["-t", str(seconds), "-ar", str(RATE), "-ac", "2", str(out)]
+    _run([exe, "-v", "error", "-y", *inp, *out_args])
     return out
 
 
