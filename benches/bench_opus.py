@@ -176,19 +176,22 @@ def time_row(path: Path, container: str, repeat: int) -> dict[str, float]:
 
 
 def curate_clips(directory: Path, n: int, seconds: float = 10.0) -> dict[str, list[str]]:
-    """``n`` clips of ``seconds`` cut from one source, each written as Ogg
-    Opus and as MP3: the paths by format."""
+    """``n`` clips of ``seconds`` cut one after another from the source
+    (around again where it ends), each written as Ogg Opus and as MP3:
+    the paths by format."""
     src = make_source(directory, n * seconds)
+    span = agl_fast.audio.duration(src) - seconds
     exe = ffmpeg() or "ffmpeg"
     out: dict[str, list[str]] = {"opus": [], "mp3": []}
-    for fmt, codec in (("opus", "libopus"), ("mp3", "libmp3lame")):
+    for fmt in out:
         (directory / fmt).mkdir()
-        for i in range(n):
-            cut = directory / f"cut{i}.wav"
-            _run([exe, "-v", "error", "-y", "-ss", str(i * seconds), "-t", str(seconds),
-                  "-i", str(src), str(cut)])  # fmt: skip
+    for i in range(n):
+        cut = directory / "cut.wav"
+        start = (i * seconds) % span
+        _run([exe, "-v", "error", "-y", "-ss", str(start), "-t", str(seconds),
+              "-i", str(src), str(cut)])  # fmt: skip
+        for fmt, codec in (("opus", "libopus"), ("mp3", "libmp3lame")):
             out[fmt].append(str(encode(cut, directory / fmt / f"{i:04d}.{fmt}", 2, codec)))
-            cut.unlink()
     return out
 
 
