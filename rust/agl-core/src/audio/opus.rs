@@ -391,6 +391,43 @@ mod tests {
         assert_eq!((h.streams, h.coupled, h.mapping.len()), (4, 2, 6));
     }
 
+    fn decoder(ch: u8) -> OpusDec {
+        let mut params = CodecParameters::new();
+        params
+            .for_codec(CODEC_TYPE_OPUS)
+            .with_extra_data(head(ch, 0, &[]).into_boxed_slice());
+        OpusDec::try_new(&params, &DecoderOptions::default()).unwrap()
+    }
+
+    fn frames(dec: &mut OpusDec, data: &[u8]) -> Result<usize> {
+        let packet = Packet::new_from_slice(0, 0, 0, data);
+        dec.decode(&packet).map(|b| b.frames())
+    }
+
+    #[test]
+    fn packets_decode_conceal_and_fail_with_errors() {
+        let mut dec = decoder(2);
+        // Nothing decoded yet: a lost packet conceals nothing.
+        assert_eq!(frames(&mut dec, &[]).unwrap(), 0);
+        // TOC 0xF8: CELT fullband 20 ms, mono, one frame of no bytes (a
+        // frame libopus conceals): 960 frames, of which the 312 of the
+        // pre-skip are dropped.
+        assert_eq!(frames(&mut dec, &[0xF8]).unwrap(), 960 - 312);
+        assert_eq!(frames(&mut dec, &[0xF8]).unwrap(), 960);
+        // A lost packet conceals as much as the last packet held.
+        assert_eq!(frames(&mut dec, &[]).unwrap(), 960);
+        // Code 3 (several frames) without its frame-count byte.
+        let err = frames(&mut dec, &[0xFB]).unwrap_err();
+        assert!(err.to_string().contains("invalid Opus packet"), "{err}");
+        // A 120 ms packet is the most one packet holds: 6 x 20 ms frames.
+        assert_eq!(frames(&mut dec, &[0xFB, 6]).unwrap(), MAX_PACKET_FRAMES);
+        // 7 x 20 ms frames are refused.
+        assert!(frames(&mut dec, &[0xFB, 7]).is_err());
+        dec.reset();
+        assert_eq!(frames(&mut dec, &[]).unwrap(), 0);
+        assert_eq!(dec.last_decoded().spec().channels.count(), 2);
+    }
+
     #[test]
     fn wave_order_is_a_permutation() {
         for (n, o) in WAVE_ORDER.iter().enumerate() {
