@@ -94,6 +94,11 @@ GATES: dict[str, Gate] = {
     "haversine": Gate(2.9, "min", "x best peer", "quick 4.2x"),
     "geodesic_pyproj": Gate(1.5, "min", "x pyproj", "quick 2.1x"),
     "geodesic_geographiclib": Gate(105.0, "min", "x geographiclib", "quick 154x"),
+    # Opus decoding (agl_fast.load, libopus inside) against soundfile
+    # (libsndfile with libopus), 48 kHz Ogg Opus, mono and stereo: measured
+    # 2.17-2.24x (quick, 20 s files) and 2.41-2.42x (60 s), dev-release
+    # build. The floor is 1.0x.
+    "opus_soundfile": Gate(1.5, "min", "x soundfile", "quick 2.17-2.24x"),
     # The batch function of curate (decode, resample, levels, quality
     # filters) against librosa.load + the same metrics, mono, half an hour:
     # measured 5.16x (4.3-5.7x over runs; librosa's speed moves most).

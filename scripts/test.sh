@@ -76,6 +76,9 @@ else
 fi
 
 step "rust: fmt, clippy, unit tests"
+# libopus (the Opus decoder) is compiled from source with CMake: the
+# system's when there is one, else the venv's (requirements/test.txt).
+command -v cmake >/dev/null 2>&1 || export CMAKE="$VENV/bin/cmake"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --profile dev-release -- -D warnings
 cargo test -p agl-core --profile dev-release -q
@@ -90,7 +93,7 @@ WHEEL=$(ls "$DIST"/agl_fast-*-abi3-manylinux*.whl)
 "$PY" - "$WHEEL" <<'PYEOF'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-need = ("LICENSE-MIT", "LICENSE-APACHE")
+need = ("LICENSE-MIT", "LICENSE-APACHE", "LICENSE-libopus")
 missing = [f for f in need if not any(n.endswith(".dist-info/licenses/" + f) for n in names)]
 sys.exit(f"the wheel lacks {missing}" if missing else 0)
 PYEOF

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LICENCES = ("LICENSE-MIT", "LICENSE-APACHE")
+LICENCES = ("LICENSE-MIT", "LICENSE-APACHE", "LICENSE-libopus")
 
 
 def _maturin() -> str | None:

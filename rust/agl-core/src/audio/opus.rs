@@ -1,19 +1,21 @@
 //! Opus decoding for the symphonia pipeline.
 //!
 //! symphonia's Ogg and Matroska demuxers hand out Opus packets but ship no
-//! Opus decoder; [`OpusDec`] fills that gap with the pure-Rust
-//! `opus-decoder` crate (no unsafe code, no C toolchain at build time).
-//! Output is always 48 kHz, as the Opus specification (RFC 7845 §5.1)
-//! requires of a decoder that does not resample.
+//! Opus decoder; [`OpusDec`] fills that gap with the reference decoder,
+//! libopus (BSD-3-Clause), compiled from source into the extension by the
+//! `opusic-sys` crate (a static C build; CMake at build time, nothing at
+//! run time). Output is always 48 kHz, as the Opus specification
+//! (RFC 7845 §5.1) requires of a decoder that does not resample.
 //!
 //! Every count read from the `OpusHead` header (channels, stream counts,
 //! the channel mapping) is checked against [`MAX_CHANNELS`] before it sizes
 //! anything, and one packet never decodes to more than [`MAX_PACKET_FRAMES`]
-//! frames per channel.
+//! frames per channel: libopus is handed an output buffer of exactly that
+//! size and refuses a packet that would overrun it.
 
 use std::sync::OnceLock;
 
-use opus_decoder::OpusMultistreamDecoder;
+use opusic_sys as ffi;
 use symphonia::core::audio::{
     AsAudioBufferRef, AudioBuffer, AudioBufferRef, Channels, Signal, SignalSpec,
 };
@@ -119,34 +121,139 @@ pub fn parse_head(b: &[u8]) -> std::result::Result<OpusHead, String> {
     })
 }
 
+/// An owned libopus multistream decoder.
+///
+/// The C state is reached only through `&mut self`, so the wrapper is as
+/// thread-safe as any other owned buffer.
+struct MsDecoder(std::ptr::NonNull<ffi::OpusMSDecoder>);
+
+// SAFETY: libopus decoder state holds no thread-local or shared data; it is
+// owned by this value and only used through `&mut self` (or dropped once).
+unsafe impl Send for MsDecoder {}
+// SAFETY: no method takes `&self`, so a shared reference reaches nothing.
+unsafe impl Sync for MsDecoder {}
+
+impl MsDecoder {
+    fn new(head: &OpusHead) -> Result<Self> {
+        // parse_head bounds these: channels 1..=8, streams 1..=255, coupled
+        // <= streams, one mapping byte per channel.
+        let (Ok(ch), Ok(streams), Ok(coupled)) = (
+            i32::try_from(head.channels),
+            i32::try_from(head.streams),
+            i32::try_from(head.coupled),
+        ) else {
+            return unsupported_error("Opus stream counts out of range");
+        };
+        if head.mapping.len() != head.channels {
+            return decode_error("Opus channel mapping length differs from the channel count");
+        }
+        let mut err = 0i32;
+        // SAFETY: `mapping` holds `channels` bytes (checked above) and
+        // outlives the call, which copies it; `err` is a valid out pointer.
+        let st = unsafe {
+            ffi::opus_multistream_decoder_create(
+                OPUS_RATE as i32,
+                ch,
+                streams,
+                coupled,
+                head.mapping.as_ptr(),
+                &mut err,
+            )
+        };
+        match std::ptr::NonNull::new(st) {
+            Some(p) if err == ffi::OPUS_OK => Ok(MsDecoder(p)),
+            Some(p) => {
+                // SAFETY: `p` came from opus_multistream_decoder_create.
+                unsafe { ffi::opus_multistream_decoder_destroy(p.as_ptr()) };
+                unsupported_error("Opus decoder setup")
+            }
+            None => unsupported_error("Opus decoder setup"),
+        }
+    }
+
+    /// Decode one packet into `pcm` (interleaved, `channels` per frame);
+    /// an empty packet conceals `plc_frames` frames of loss.
+    /// Returns the frames decoded per channel.
+    fn decode(
+        &mut self,
+        data: &[u8],
+        pcm: &mut [f32],
+        ch: usize,
+        plc_frames: usize,
+    ) -> Result<usize> {
+        let frames = if data.is_empty() {
+            plc_frames
+        } else {
+            MAX_PACKET_FRAMES
+        };
+        let Ok(len) = i32::try_from(data.len()) else {
+            return decode_error("Opus packet larger than 2 GiB");
+        };
+        if frames == 0 {
+            return Ok(0);
+        }
+        if pcm.len() < frames * ch {
+            return decode_error("Opus output buffer too small");
+        }
+        let ptr = if data.is_empty() {
+            std::ptr::null()
+        } else {
+            data.as_ptr()
+        };
+        // SAFETY: `ptr` is null (loss) or points at `len` readable bytes;
+        // `pcm` holds at least `frames * ch` floats (checked above), the
+        // most libopus writes for a frame size of `frames`.
+        let n = unsafe {
+            ffi::opus_multistream_decode_float(
+                self.0.as_ptr(),
+                ptr,
+                len,
+                pcm.as_mut_ptr(),
+                frames as i32,
+                0,
+            )
+        };
+        match usize::try_from(n) {
+            Ok(n) if n <= frames => Ok(n),
+            Ok(_) => decode_error("Opus packet longer than 120 ms"),
+            Err(_) => decode_error("invalid Opus packet"),
+        }
+    }
+
+    fn reset(&mut self) {
+        // SAFETY: the pointer is live; OPUS_RESET_STATE takes no argument.
+        unsafe {
+            ffi::opus_multistream_decoder_ctl(self.0.as_ptr(), ffi::OPUS_RESET_STATE);
+        }
+    }
+}
+
+impl Drop for MsDecoder {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from opus_multistream_decoder_create and
+        // is destroyed exactly once, here.
+        unsafe { ffi::opus_multistream_decoder_destroy(self.0.as_ptr()) };
+    }
+}
+
 /// symphonia [`Decoder`] for Opus packets.
 pub struct OpusDec {
     params: CodecParameters,
-    dec: OpusMultistreamDecoder,
+    dec: MsDecoder,
     head: OpusHead,
     /// Linear output gain from the header.
     gain: f32,
     /// Pre-skip frames still to drop when the demuxer does not trim.
     skip_left: usize,
+    /// Frames of the last decoded packet: what a lost (empty) packet
+    /// conceals, as libopus's own players do.
+    last_frames: usize,
     pcm: Vec<f32>,
     buf: AudioBuffer<f32>,
 }
 
 fn layout(n: usize) -> Channels {
     Channels::from_bits_truncate((1u32 << n) - 1)
-}
-
-impl OpusDec {
-    fn make_inner(head: &OpusHead) -> Result<OpusMultistreamDecoder> {
-        OpusMultistreamDecoder::new(
-            OPUS_RATE,
-            head.channels,
-            head.streams,
-            head.coupled,
-            &head.mapping,
-        )
-        .map_err(|_| symphonia::core::errors::Error::Unsupported("Opus decoder setup"))
-    }
 }
 
 impl Decoder for OpusDec {
@@ -159,7 +266,7 @@ impl Decoder for OpusDec {
             Ok(h) => h,
             Err(_) => return decode_error("invalid OpusHead header"),
         };
-        let dec = Self::make_inner(&head)?;
+        let dec = MsDecoder::new(&head)?;
         // The pre-skip is dropped here; a demuxer that trims it itself
         // (gapless Ogg) marks the same frames with `trim_start`, and the
         // larger of the two is cut, so it is never cut twice.
@@ -175,6 +282,7 @@ impl Decoder for OpusDec {
             buf: AudioBuffer::new(MAX_PACKET_FRAMES as u64, spec),
             gain,
             skip_left,
+            last_frames: 0,
             head,
         })
     }
@@ -189,6 +297,7 @@ impl Decoder for OpusDec {
 
     fn reset(&mut self) {
         self.dec.reset();
+        self.last_frames = 0;
     }
 
     fn codec_params(&self) -> &CodecParameters {
@@ -198,11 +307,10 @@ impl Decoder for OpusDec {
     fn decode(&mut self, packet: &Packet) -> Result<AudioBufferRef<'_>> {
         self.buf.clear();
         let ch = self.head.channels;
-        let n = match self.dec.decode_float(&packet.data, &mut self.pcm, false) {
-            Ok(n) if n <= MAX_PACKET_FRAMES => n,
-            Ok(_) => return decode_error("Opus packet longer than 120 ms"),
-            Err(_) => return decode_error("invalid Opus packet"),
-        };
+        let n = self
+            .dec
+            .decode(&packet.data, &mut self.pcm, ch, self.last_frames)?;
+        self.last_frames = n;
         self.buf.render_reserved(Some(n));
         let order = WAVE_ORDER[ch - 1];
         for (out, &src) in order.iter().enumerate() {
@@ -281,6 +389,43 @@ mod tests {
         assert!(parse_head(b"OpusHea").is_err());
         let h = parse_head(&head(6, 1, &[4, 2, 0, 4, 1, 2, 3, 5])).unwrap();
         assert_eq!((h.streams, h.coupled, h.mapping.len()), (4, 2, 6));
+    }
+
+    fn decoder(ch: u8) -> OpusDec {
+        let mut params = CodecParameters::new();
+        params
+            .for_codec(CODEC_TYPE_OPUS)
+            .with_extra_data(head(ch, 0, &[]).into_boxed_slice());
+        OpusDec::try_new(&params, &DecoderOptions::default()).unwrap()
+    }
+
+    fn frames(dec: &mut OpusDec, data: &[u8]) -> Result<usize> {
+        let packet = Packet::new_from_slice(0, 0, 0, data);
+        dec.decode(&packet).map(|b| b.frames())
+    }
+
+    #[test]
+    fn packets_decode_conceal_and_fail_with_errors() {
+        let mut dec = decoder(2);
+        // Nothing decoded yet: a lost packet conceals nothing.
+        assert_eq!(frames(&mut dec, &[]).unwrap(), 0);
+        // TOC 0xF8: CELT fullband 20 ms, mono, one frame of no bytes (a
+        // frame libopus conceals): 960 frames, of which the 312 of the
+        // pre-skip are dropped.
+        assert_eq!(frames(&mut dec, &[0xF8]).unwrap(), 960 - 312);
+        assert_eq!(frames(&mut dec, &[0xF8]).unwrap(), 960);
+        // A lost packet conceals as much as the last packet held.
+        assert_eq!(frames(&mut dec, &[]).unwrap(), 960);
+        // Code 3 (several frames) without its frame-count byte.
+        let err = frames(&mut dec, &[0xFB]).unwrap_err();
+        assert!(err.to_string().contains("invalid Opus packet"), "{err}");
+        // A 120 ms packet is the most one packet holds: 6 x 20 ms frames.
+        assert_eq!(frames(&mut dec, &[0xFB, 6]).unwrap(), MAX_PACKET_FRAMES);
+        // 7 x 20 ms frames are refused.
+        assert!(frames(&mut dec, &[0xFB, 7]).is_err());
+        dec.reset();
+        assert_eq!(frames(&mut dec, &[]).unwrap(), 0);
+        assert_eq!(dec.last_decoded().spec().channels.count(), 2);
     }
 
     #[test]
