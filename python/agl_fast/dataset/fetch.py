@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 
 from .. import __version__
+from .._internal.safe_files import check_tree, create_new, sync_dir, write_atomic
 from ..alm.ratelimit import (
     DEFAULT_MAX_RETRY_WAIT,
     TokenBucket,
@@ -46,7 +47,7 @@ from ..audio import load
 from ..exceptions import AglError, AudioDecodeError, ParameterError
 from .items import DEFAULT_BASE_URL, Item, keep_or_fetch, read_items, set_aside
 from .ledger import FetchRecord, Ledger, duration_agrees
-from .outdir import check_tree, create_new, remove_temporaries, sync_dir
+from .outdir import remove_temporaries
 from .redirects import RedirectGuard, RedirectRefused
 
 __all__ = [
@@ -464,9 +465,9 @@ def fetch(manifest_path: str | Path, out: str | Path, options: FetchOptions) -> 
     ------
     ParameterError
         Bad options or an unreadable manifest.
-    AglIOError
+    UnsafePathError
         ``out`` holds a symbolic link leading outside it, or its
-        ``fetch.jsonl`` is a link.
+        ``fetch.jsonl`` is a link (an :class:`~agl_fast.exceptions.AglIOError`).
     """
     options.validate()
     root = Path(os.path.realpath(out))  # created by the Ledger
@@ -496,9 +497,4 @@ def _write_summary(root: Path, summary: FetchSummary, options: FetchOptions) -> 
         "errors": dict(Counter(summary.errors).most_common()),
         "options": asdict(options),
     }
-    tmp = root / f".{SUMMARY_NAME}.tmp"
-    with os.fdopen(create_new(tmp), "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(doc, indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, root / SUMMARY_NAME)
+    write_atomic(root / SUMMARY_NAME, json.dumps(doc, indent=2) + "\n", fsync=True)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._internal.safe_files import open_no_follow
 from ..exceptions import ParameterError
-from .outdir import open_no_follow
 
 __all__ = [
     "DURATION_TOLERANCE_REL",
