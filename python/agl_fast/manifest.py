@@ -46,7 +46,6 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -56,6 +55,7 @@ from ._internal.safe_files import atomic_file, is_inside
 from .audio import AUDIO_EXTENSIONS
 from .coords import check_column, validate_coordinates
 from .exceptions import ParameterError
+from .fetch_ledger import LEDGER_NAME, FetchRecord, read_ledger
 
 __all__ = [
     "AGL1K_COLUMNS",
@@ -478,12 +478,9 @@ class _AudioDirCheck:
         self.base = base
         self.allow_outside = allow_outside
         self.refused: dict[str, str] = {}
-        self.ledger: dict[str, Any] | None = None
-        if base is not None:
-            from .dataset.ledger import LEDGER_NAME, read_ledger
-
-            if os.path.lexists(base / LEDGER_NAME):
-                self.ledger = read_ledger(base)
+        self.ledger: dict[str, FetchRecord] | None = None
+        if base is not None and os.path.lexists(base / LEDGER_NAME):
+            self.ledger = read_ledger(base)
 
     def _outside(self, key: str, path: Path) -> bool:
         assert self.base is not None

@@ -3,7 +3,7 @@
 Each clip is fetched from ``{base_url}/{key}/{mp3name}`` into a temporary
 file, checked (the declared ``Content-Length``, a size cap, decoding by
 agl-fast's own decoder) and renamed to ``{out}/{key}{suffix}`` only when it
-passed; then its line (:class:`~agl_fast.dataset.ledger.FetchRecord`) is
+passed; then its line (:class:`~agl_fast.fetch_ledger.FetchRecord`) is
 appended to ``{out}/fetch.jsonl`` and synced. A rerun keeps what the
 manifest vouches for (:func:`~agl_fast.dataset.items.keep_or_fetch`) and
 moves every other stored file aside before fetching it again
@@ -45,8 +45,8 @@ from ..alm.ratelimit import (
 )
 from ..audio import load
 from ..exceptions import AglError, AudioDecodeError, ParameterError
+from ..fetch_ledger import FetchRecord, Ledger, duration_agrees
 from .items import DEFAULT_BASE_URL, Item, keep_or_fetch, read_items, set_aside
-from .ledger import FetchRecord, Ledger, duration_agrees
 from .outdir import remove_temporaries
 from .redirects import RedirectGuard, RedirectRefused
 
@@ -450,7 +450,7 @@ def fetch(manifest_path: str | Path, out: str | Path, options: FetchOptions) -> 
         ``key`` and ``mp3name``; ``mp3seconds`` enables the duration check).
     out : str or Path
         Output folder: the clips as ``{key}{suffix}``, ``fetch.jsonl`` (one
-        :class:`~agl_fast.dataset.ledger.FetchRecord` a line) and
+        :class:`~agl_fast.fetch_ledger.FetchRecord` a line) and
         ``fetch_summary.json``.
     options : FetchOptions
         The settings.

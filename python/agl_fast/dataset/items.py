@@ -17,7 +17,7 @@ from urllib.parse import quote
 from .. import manifest
 from .._internal.safe_files import open_no_follow
 from ..exceptions import AglIOError, ParameterError
-from .ledger import FetchRecord
+from ..fetch_ledger import FetchRecord
 
 __all__ = [
     "ASIDE_SUFFIX",
