@@ -25,13 +25,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from agl_fast import manifest
+from agl_fast._internal.safe_files import create_new
 from agl_fast.cli import main
 from agl_fast.dataset import FetchRecord, Ledger, read_ledger
 from agl_fast.dataset.fetch import CHECK_RATE, max_seconds
 from agl_fast.dataset.items import mp3seconds_problem
-from agl_fast.dataset.outdir import create_new
 from agl_fast.dataset.redirects import RedirectGuard, RedirectRefused, address_kind, refusal
-from agl_fast.exceptions import AglIOError, ParameterError
+from agl_fast.exceptions import ParameterError, UnsafePathError
 from test_agl1k_fetch import FAST, Archive, make_mp3, sha, write_csv
 
 
@@ -127,7 +127,7 @@ def test_links_leading_outside_the_output_stop_the_fetch(
     (out / "fetch.jsonl").write_text(rec.to_json() + "\n")
     assert run(base(server), csv_path, out) == 2
     err = capsys.readouterr().err
-    assert "symbolic link(s) leading outside it" in err and "k.mp3 ->" in err
+    assert "symlink(s) leading outside it" in err and "k.mp3 ->" in err
     assert server.requests("/k/a.mp3") == 0
     # deeper in the tree too; a link that stays inside is fine
     (out / "k.mp3").unlink()
@@ -143,7 +143,7 @@ def test_links_leading_outside_the_output_stop_the_fetch(
     out2.mkdir()
     (outside / "log").write_text("precious")
     (out2 / "fetch.jsonl").symlink_to(outside / "log")
-    with pytest.raises(AglIOError, match="symbolic link"):
+    with pytest.raises(UnsafePathError, match="is a symlink"):
         Ledger(out2)
     assert run(base(server), csv_path, out2) == 2
     assert (outside / "log").read_text() == "precious"

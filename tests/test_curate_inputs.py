@@ -259,11 +259,12 @@ def test_unreadable_inputs_are_rows_before_any_decoding(tmp_path: Path) -> None:
         timeout=120,
     )
     assert r.returncode in (0, 1), r.stderr
-    assert f"{n_missing + 4} of {n_missing + 6} inputs cannot be read" in r.stderr
+    assert f"{n_missing + 5} of {n_missing + 6} inputs cannot be read" in r.stderr
     assert "zlink: zl.mp3 leads outside" in r.stderr
     rows = {row["key"]: row for row in pq.read_table(out / "curated.parquet").to_pylist()}
     assert len(rows) == n_missing + 6
     assert rows["zlink"]["path"] is None
+    assert rows["zlink"]["error_type"] == "RefusedPath"
     assert rows["ok"]["error_type"] is None
     assert rows["fifo"]["error_type"] == "NotARegularFile"
     assert "not a regular file (a FIFO)" in rows["fifo"]["error_message"]
@@ -277,10 +278,59 @@ def test_unreadable_inputs_are_rows_before_any_decoding(tmp_path: Path) -> None:
     assert rows["m7"]["error_message"].endswith("file not found: " + str(root / "missing/7.mp3"))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["errors_by_type"] == {
-        "FileNotFound": n_missing + 1,
+        "FileNotFound": n_missing,
         "NotARegularFile": 3,
         "AudioDecodeError": 1,
+        "RefusedPath": 1,
     }
+
+
+def test_refused_audio_is_a_row_with_its_reason(tmp_path: Path) -> None:
+    """A clip that ``resolve_audio`` refuses (a link leading outside
+    ``--audio-dir``, a file its fetch folder does not vouch for) is a
+    ``RefusedPath`` row that says why, also when ``-q`` hides the warning."""
+    from agl_fast.cli import main
+    from agl_fast.dataset import FetchRecord
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _wav(outside / "secret.wav", seed=3)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    _wav(plain / "in.wav")
+    (plain / "link.wav").symlink_to(outside / "secret.wav")
+    (plain / "inner.wav").symlink_to(plain / "in.wav")  # stays inside: read
+    fetched = tmp_path / "fetched"
+    fetched.mkdir()
+    _wav(fetched / "vouched.wav", seed=1)
+    _wav(fetched / "stray.wav", seed=2)
+    size = (fetched / "vouched.wav").stat().st_size
+    rec = FetchRecord(key="vouched", mp3name="vouched.wav", url="u", status="ok",
+                      path="vouched.wav", bytes=size)  # fmt: skip
+    (fetched / "fetch.jsonl").write_text(rec.to_json() + "\n")
+
+    def curate(audio_dir: Path, lines: list[str]) -> dict[str, dict]:
+        csv = tmp_path / f"{audio_dir.name}.csv"
+        csv.write_text("\n".join(["key,path", *lines]) + "\n")
+        out = tmp_path / f"out-{audio_dir.name}"
+        argv = ["curate", "-q", "--manifest", str(csv), "--audio-dir", str(audio_dir)]
+        assert main([*argv, "--out", str(out), "--workers", "0"]) == 0
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["counts"]["errors_by_type"] == {"RefusedPath": 1}
+        return {r["key"]: r for r in pq.read_table(out / "curated.parquet").to_pylist()}
+
+    rows = curate(plain, ["kin,in.wav", "kinner,inner.wav", "klink,link.wav"])
+    assert rows["kin"]["error_type"] is None and rows["kinner"]["error_type"] is None
+    assert rows["klink"]["error_type"] == "RefusedPath"
+    assert rows["klink"]["error_message"] == f"klink: audio refused: link.wav leads outside {plain}"
+    assert rows["klink"]["path"] is None and rows["klink"]["passed"] is False
+
+    rows = curate(fetched, ["vouched,x.wav", "stray,y.wav"])
+    assert rows["vouched"]["error_type"] is None
+    assert rows["stray"]["error_type"] == "RefusedPath"
+    assert rows["stray"]["error_message"] == (
+        "stray: audio refused: stray.wav has no line in its fetch.jsonl"
+    )
 
 
 def test_missing_files_are_reported_at_file_system_speed(tmp_path: Path) -> None:

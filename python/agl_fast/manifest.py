@@ -46,15 +46,16 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._internal.safe_files import atomic_file, is_inside
 from .audio import AUDIO_EXTENSIONS
 from .coords import check_column, validate_coordinates
 from .exceptions import ParameterError
+from .fetch_ledger import LEDGER_NAME, FetchRecord, read_ledger
 
 __all__ = [
     "AGL1K_COLUMNS",
@@ -321,7 +322,7 @@ def write_manifest(table: pa.Table, path: str | Path) -> Path:
     The table must have a unique ``key`` column. CSV is written with one
     header name per column (the AGL1K schema with its 20 names), nulls as
     empty cells. The file appears whole (written under a temporary name,
-    then renamed).
+    then renamed; never written through a symlink, one leading out of the folder refused).
     """
     p = Path(path)
     suffix = p.suffix.lower()
@@ -331,17 +332,15 @@ def write_manifest(table: pa.Table, path: str | Path) -> Path:
         )
     table = _with_key(table, "write_manifest")
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    if suffix == ".csv":
-        cols = [table.column(c).to_pylist() for c in table.column_names]
-        with tmp.open("w", encoding="utf-8", newline="") as fh:
+    with atomic_file(p, "w" if suffix == ".csv" else "wb", newline="") as fh:
+        if suffix == ".csv":
+            cols = [table.column(c).to_pylist() for c in table.column_names]
             w = csv.writer(fh)
             w.writerow(table.column_names)
             for row in zip(*cols, strict=True):
                 w.writerow(["" if v is None else _cell(v) for v in row])
-    else:
-        pq.write_table(table, str(tmp))
-    tmp.replace(p)
+        else:
+            pq.write_table(table, fh)
     return p
 
 
@@ -397,6 +396,7 @@ def resolve_audio(
     *,
     strict: bool = False,
     allow_outside: bool = False,
+    refused: dict[str, str] | None = None,
 ) -> list[Path | None]:
     """The audio file of each clip: the one rule every command that takes
     ``--audio-dir`` follows.
@@ -427,6 +427,8 @@ def resolve_audio(
     allow_outside : bool
         Read files of ``audio_dir`` that lead outside it (symbolic links,
         ``..`` in a cell).
+    refused : dict, optional
+        Filled with the reason each refused clip has no audio, by key.
 
     Returns
     -------
@@ -436,9 +438,8 @@ def resolve_audio(
     Raises
     ------
     ParameterError
-        ``strict`` and two keys share one file or a file is refused (the
-        keys named in the message), or ``keys`` and ``names`` differ in
-        length.
+        ``strict`` and two keys share one file or a file is refused (the keys
+        named), or ``keys`` and ``names`` differ in length.
     """
     if len(keys) != len(names):
         raise ParameterError(f"resolve_audio: {len(keys)} keys but {len(names)} path cells")
@@ -465,7 +466,7 @@ def resolve_audio(
             out.append(check.relative(str(key), base / f))
     if base is not None:
         log.info("audio of %d of %d clips found by key in %s", by_key, len(out), base)
-    check.report(strict)
+    check.report(strict, refused)
     _check_shared(keys, out, strict)
     return out
 
@@ -477,18 +478,13 @@ class _AudioDirCheck:
         self.base = base
         self.allow_outside = allow_outside
         self.refused: dict[str, str] = {}
-        self.ledger: dict[str, Any] | None = None
-        if base is not None:
-            from .dataset.ledger import LEDGER_NAME, read_ledger
-
-            if os.path.lexists(base / LEDGER_NAME):
-                self.ledger = read_ledger(base)
+        self.ledger: dict[str, FetchRecord] | None = None
+        if base is not None and os.path.lexists(base / LEDGER_NAME):
+            self.ledger = read_ledger(base)
 
     def _outside(self, key: str, path: Path) -> bool:
-        from .dataset.outdir import inside
-
         assert self.base is not None
-        if self.allow_outside or inside(path, self.base):
+        if self.allow_outside or is_inside(path, self.base):
             return False
         self.refused[key] = f"{path.name} leads outside {self.base}"
         return True
@@ -513,7 +509,10 @@ class _AudioDirCheck:
     def relative(self, key: str, path: Path) -> Path | None:
         return None if self._outside(key, path) else path
 
-    def report(self, strict: bool) -> None:
+    def report(self, strict: bool, into: dict[str, str] | None) -> None:
+        """Warn (``strict``: raise) naming the refused clips; copy the reasons ``into``."""
+        if into is not None:
+            into.update(self.refused)
         if not self.refused:
             return
         shown = "; ".join(f"{k}: {why}" for k, why in list(self.refused.items())[:5])

@@ -2,47 +2,56 @@
 
 * Inputs: :func:`resolve_inside` joins a relative name to its root and
   refuses the result unless, symlinks resolved, it lies inside the root
-  (``allow_outside=True`` is the explicit way to follow links out).
-* Output folders: :func:`check_tree` refuses a folder holding a symlink
-  that points outside it (a dangling one included: its target is where a
-  write through it would land).
-* Output files: :func:`atomic_file` and :func:`write_atomic` write through a
-  temporary created in the target's folder with ``O_CREAT | O_EXCL |
-  O_NOFOLLOW`` (a name planted there in advance, symlink or not, is never
-  opened) and renamed over the target, which replaces a symlink instead of
-  writing through it; a target that is a symlink pointing outside the root,
-  or a folder that resolves outside it, is refused. :func:`open_append`
-  appends with ``O_NOFOLLOW``.
+  (``allow_outside=True`` is the explicit way to follow links out);
+  :func:`is_inside` is the test itself.
+* Output folders: :func:`check_tree` refuses a folder holding symlinks
+  that point outside it (a dangling one included: its target is where a
+  write through it would land), naming them.
+* Output files: :func:`create_new` creates a file with ``O_CREAT | O_EXCL |
+  O_NOFOLLOW`` after removing whatever held the name (a planted symlink is
+  removed, never followed). :func:`atomic_file` and :func:`write_atomic`
+  write through such a temporary in the target's folder, renamed over the
+  target, which replaces a symlink instead of writing through it; a target
+  that is a symlink pointing outside the root, or a folder that resolves
+  outside it, is refused (:func:`check_target`). :func:`open_no_follow`
+  opens without following a symlink at the last component, and
+  :func:`open_append` appends that way; :func:`sync_dir` makes a rename
+  durable.
 
-Every refusal is an :class:`~agl_fast.exceptions.UnsafePathError` raised
-before anything is read or written.
+Every refusal is an :class:`~agl_fast.exceptions.UnsafePathError` (an
+:class:`~agl_fast.exceptions.AglIOError`) raised before anything is read or
+written.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-from ..exceptions import UnsafePathError
+from ..exceptions import AglIOError, UnsafePathError
 
 __all__ = [
     "atomic_file",
     "check_target",
     "check_tree",
+    "create_new",
     "is_inside",
     "open_append",
+    "open_no_follow",
     "resolve_inside",
+    "sync_dir",
     "write_atomic",
 ]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+#: Symlinks named in a :func:`check_tree` refusal at most (all are counted).
+_LINKS_NAMED = 5
 
 PathLike = str | os.PathLike[str]
 
@@ -98,22 +107,43 @@ def check_tree(root: PathLike) -> None:
     """Refuse an output folder holding a symlink that points outside it.
 
     Walks ``root`` (symlinks are not followed); a link whose target, resolved,
-    is outside ``root`` raises. A missing ``root`` passes (nothing to check).
+    is outside ``root`` (a dangling one included) is refused. A link that
+    stays inside is fine; a missing ``root`` passes (nothing to check).
 
     Raises
     ------
     UnsafePathError
-        Naming the first such link and its target.
+        Naming the links (at most five, sorted) and where they lead; nothing
+        was written.
+    AglIOError
+        A folder of the tree cannot be listed (so it cannot be checked).
     """
     base = _real(root)
-    for top, dirs, files in os.walk(base):
-        for name in (*dirs, *files):
-            p = os.path.join(top, name)
-            if os.path.islink(p) and not _real(p).is_relative_to(base):
-                raise UnsafePathError(
-                    f"{p} is a symlink to {os.readlink(p)}, outside the output folder {base}; "
-                    "remove it (nothing was written)"
-                )
+    bad: list[str] = []
+    stack = [str(root)]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = list(it)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise AglIOError(f"cannot check {top}: {exc.strerror or exc}") from None
+        for e in entries:
+            if e.is_symlink():
+                if not _real(e.path).is_relative_to(base):
+                    bad.append(f"{e.path} -> {os.readlink(e.path)}")
+            elif e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+    if bad:
+        n = len(bad)
+        more = f" and {n - _LINKS_NAMED} more" if n > _LINKS_NAMED else ""
+        raise UnsafePathError(
+            f"{root} holds {n} symlink(s) leading outside it "
+            f"({'; '.join(sorted(bad)[:_LINKS_NAMED])}{more}); nothing is written through "
+            "them: remove them or choose another output folder"
+        )
 
 
 def check_target(path: PathLike, root: PathLike | None = None) -> None:
@@ -129,6 +159,67 @@ def check_target(path: PathLike, root: PathLike | None = None) -> None:
         )
 
 
+def create_new(path: PathLike, mode: int = 0o644) -> int:
+    """A new file at ``path``, open for writing (a file descriptor).
+
+    Whatever holds the name (a stale file, a planted symlink, dangling or
+    not) is removed first (a link itself, never its target); the file is
+    then created with ``O_EXCL`` and ``O_NOFOLLOW``, so the bytes written
+    land in ``path`` and nowhere else.
+
+    Raises
+    ------
+    AglIOError
+        The name is a directory, or cannot be created.
+    """
+    for _ in range(2):
+        try:
+            return os.open(path, _NEW, mode)
+        except FileExistsError:
+            try:
+                os.unlink(path)
+            except IsADirectoryError:
+                break
+            except FileNotFoundError:
+                pass
+        except OSError as exc:
+            raise AglIOError(f"cannot create {path}: {exc.strerror}") from None
+    raise AglIOError(f"cannot create {path}: the name is taken by a directory")
+
+
+def open_no_follow(path: PathLike, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """``os.open`` that refuses a symlink at ``path`` (its last component).
+
+    Raises
+    ------
+    UnsafePathError
+        ``path`` is a symlink (nothing was opened through it).
+    """
+    try:
+        return os.open(path, flags | _NOFOLLOW | _CLOEXEC, mode)
+    except OSError:
+        if os.path.islink(path):
+            raise UnsafePathError(
+                f"{path} is a symlink (to {os.readlink(path)}); refusing to open through it"
+            ) from None
+        raise
+
+
+def sync_dir(path: PathLike) -> None:
+    """Make a rename in the folder ``path`` durable, where the platform allows
+    (a folder that cannot be opened or synced is left as it is)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_file(
     path: PathLike,
@@ -137,6 +228,7 @@ def atomic_file(
     root: PathLike | None = None,
     fsync: bool = False,
     encoding: str = "utf-8",
+    newline: str | None = None,
 ) -> Iterator[IO[Any]]:
     """A new file that becomes ``path`` when the block ends without error.
 
@@ -150,6 +242,8 @@ def atomic_file(
         The output folder ``path`` must stay in (default: its own folder).
     fsync : bool
         Flush the file and its folder to disk before and after the rename.
+    encoding, newline : str
+        Of a text file (as :func:`open` takes them).
 
     Raises
     ------
@@ -162,9 +256,12 @@ def atomic_file(
     p = Path(path)
     check_target(p, root)
     tmp = p.with_name(f".{p.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, _NEW, 0o666)
+    fd = create_new(tmp, 0o666)
     try:
-        with os.fdopen(fd, mode, encoding=None if mode == "wb" else encoding) as fh:
+        text = mode == "w"
+        with os.fdopen(
+            fd, mode, encoding=encoding if text else None, newline=newline if text else None
+        ) as fh:
             yield fh
             fh.flush()
             if fsync:
@@ -176,11 +273,7 @@ def atomic_file(
             os.unlink(tmp)
         raise
     if fsync:
-        dfd = os.open(p.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        sync_dir(p.parent)
 
 
 def write_atomic(
@@ -201,10 +294,4 @@ def open_append(path: PathLike, *, root: PathLike | None = None) -> BinaryIO:
     """
     p = Path(path)
     check_target(p, root)
-    try:
-        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafePathError(f"{p} is a symlink; refusing to append through it") from exc
-        raise
-    return os.fdopen(fd, "ab")
+    return os.fdopen(open_no_follow(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666), "ab")

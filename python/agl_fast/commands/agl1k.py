@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..dataset.fetch import SUMMARY_NAME, FetchOptions, fetch
-from ..dataset.ledger import DURATION_TOLERANCE_REL, DURATION_TOLERANCE_S, LEDGER_NAME
+from ..fetch_ledger import DURATION_TOLERANCE_REL, DURATION_TOLERANCE_S, LEDGER_NAME
 
 __all__ = ["add_parser", "run"]
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .items import DEFAULT_BASE_URL, Item, clip_url, keep_or_fetch, read_items
-from .ledger import (
+from ..fetch_ledger import (
     DURATION_TOLERANCE_REL,
     DURATION_TOLERANCE_S,
     LEDGER_NAME,
@@ -25,6 +24,7 @@ from .ledger import (
     duration_agrees,
     read_ledger,
 )
+from .items import DEFAULT_BASE_URL, Item, clip_url, keep_or_fetch, read_items
 
 if TYPE_CHECKING:
     from .fetch import FetchOptions, FetchSummary, fetch

@@ -3,7 +3,7 @@
 Each clip is fetched from ``{base_url}/{key}/{mp3name}`` into a temporary
 file, checked (the declared ``Content-Length``, a size cap, decoding by
 agl-fast's own decoder) and renamed to ``{out}/{key}{suffix}`` only when it
-passed; then its line (:class:`~agl_fast.dataset.ledger.FetchRecord`) is
+passed; then its line (:class:`~agl_fast.fetch_ledger.FetchRecord`) is
 appended to ``{out}/fetch.jsonl`` and synced. A rerun keeps what the
 manifest vouches for (:func:`~agl_fast.dataset.items.keep_or_fetch`) and
 moves every other stored file aside before fetching it again
@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 
 from .. import __version__
+from .._internal.safe_files import check_tree, create_new, sync_dir, write_atomic
 from ..alm.ratelimit import (
     DEFAULT_MAX_RETRY_WAIT,
     TokenBucket,
@@ -44,9 +45,9 @@ from ..alm.ratelimit import (
 )
 from ..audio import load
 from ..exceptions import AglError, AudioDecodeError, ParameterError
+from ..fetch_ledger import FetchRecord, Ledger, duration_agrees
 from .items import DEFAULT_BASE_URL, Item, keep_or_fetch, read_items, set_aside
-from .ledger import FetchRecord, Ledger, duration_agrees
-from .outdir import check_tree, create_new, remove_temporaries, sync_dir
+from .outdir import remove_temporaries
 from .redirects import RedirectGuard, RedirectRefused
 
 __all__ = [
@@ -449,7 +450,7 @@ def fetch(manifest_path: str | Path, out: str | Path, options: FetchOptions) -> 
         ``key`` and ``mp3name``; ``mp3seconds`` enables the duration check).
     out : str or Path
         Output folder: the clips as ``{key}{suffix}``, ``fetch.jsonl`` (one
-        :class:`~agl_fast.dataset.ledger.FetchRecord` a line) and
+        :class:`~agl_fast.fetch_ledger.FetchRecord` a line) and
         ``fetch_summary.json``.
     options : FetchOptions
         The settings.
@@ -464,9 +465,9 @@ def fetch(manifest_path: str | Path, out: str | Path, options: FetchOptions) -> 
     ------
     ParameterError
         Bad options or an unreadable manifest.
-    AglIOError
+    UnsafePathError
         ``out`` holds a symbolic link leading outside it, or its
-        ``fetch.jsonl`` is a link.
+        ``fetch.jsonl`` is a link (an :class:`~agl_fast.exceptions.AglIOError`).
     """
     options.validate()
     root = Path(os.path.realpath(out))  # created by the Ledger
@@ -496,9 +497,4 @@ def _write_summary(root: Path, summary: FetchSummary, options: FetchOptions) -> 
         "errors": dict(Counter(summary.errors).most_common()),
         "options": asdict(options),
     }
-    tmp = root / f".{SUMMARY_NAME}.tmp"
-    with os.fdopen(create_new(tmp), "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(doc, indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, root / SUMMARY_NAME)
+    write_atomic(root / SUMMARY_NAME, json.dumps(doc, indent=2) + "\n", fsync=True)

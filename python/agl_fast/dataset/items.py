@@ -15,9 +15,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .. import manifest
+from .._internal.safe_files import open_no_follow
 from ..exceptions import AglIOError, ParameterError
-from .ledger import FetchRecord
-from .outdir import open_no_follow
+from ..fetch_ledger import FetchRecord
 
 __all__ = [
     "ASIDE_SUFFIX",

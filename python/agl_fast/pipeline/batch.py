@@ -334,7 +334,7 @@ def _error_table(
         pa.table(
             {
                 "key": pa.array(keys, pa.string()),
-                "path": pa.array(paths, pa.string()),
+                "path": pa.array([p or None for p in paths], pa.string()),  # "": no file
                 "passed": pa.array(np.zeros(n, dtype=bool), pa.bool_()),
                 "error_type": pa.array(types, pa.string()),
                 "error_message": pa.array(messages, pa.string()),

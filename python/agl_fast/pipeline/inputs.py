@@ -55,6 +55,11 @@ class Inputs:
     #: type (``count``, ``by_extension``, the first ``files``), recorded in
     #: the run summary.
     skipped: dict[str, Any] = field(default_factory=dict)
+    #: Why a manifest row has no audio although its cell names a file: the
+    #: file was refused (:func:`agl_fast.manifest.resolve_audio`: outside
+    #: the audio directory, or not vouched for by its ``fetch.jsonl``), by
+    #: key; such a row's path is empty and its error row gives the reason.
+    refused: dict[str, str] = field(default_factory=dict)
     #: Position of each key (built once).
     index: dict[str, int] = field(init=False, repr=False, compare=False)
 
@@ -151,7 +156,8 @@ def read_manifest(
     :data:`agl_fast.manifest.PATH_ALIASES`; relative paths resolve against
     ``audio_dir`` (default: the manifest's folder), a clip stored by its key
     first (:func:`agl_fast.manifest.resolve_audio`; ``strict`` refuses two
-    keys on one file). The columns of
+    keys on one file, or a refused file, which otherwise is recorded in
+    :attr:`Inputs.refused`). The columns of
     :data:`CARRIED` present in the manifest are carried into the output.
     """
     path = Path(path)
@@ -161,15 +167,18 @@ def read_manifest(
             f"manifest {path} has no path column; expected one of {list(manifest.PATH_ALIASES)}"
         )
     base = Path(audio_dir) if audio_dir is not None else path.parent
-    paths = ["" if f is None else str(f) for f in manifest.audio_paths(table, base, strict=strict)]
     keys = [str(k) for k in table.column(manifest.KEY).to_pylist()]
+    cells = table.column(manifest.path_column(table)).to_pylist()
+    refused: dict[str, str] = {}
+    found = manifest.resolve_audio(keys, cells, base, strict=strict, refused=refused)
+    paths = ["" if f is None else str(f) for f in found]
     extra: dict[str, list[Any]] = {}
     for c in CARRIED:
         if c in table.column_names:
             vals = table.column(c).to_pylist()
             extra[c] = vals if c in _NUMERIC else [None if v is None else str(v) for v in vals]
     source = {"kind": "manifest", "spec": str(path), "audio_dir": str(base)}
-    return Inputs(keys, paths, extra, source=source)
+    return Inputs(keys, paths, extra, source=source, refused=refused)
 
 
 def extra_columns(inputs: Inputs, keys: list[str]) -> dict[str, pa.Array]:

@@ -6,8 +6,11 @@ that is not a regular file (a directory, FIFO, socket or device) and a file
 this process may not read become error rows at once (and so does an empty
 file: 0 bytes hold no audio, whatever the extension), so a manifest of a
 million missing files is reported in seconds instead of being handed to
-the decoders one batch at a time. Empty paths (a manifest row without
-audio) are left to the batch function, which names them.
+the decoders one batch at a time. A manifest row whose file was refused
+(:data:`REFUSED_PATH`) has an empty path and its reason recorded with the
+inputs; the run gives it its error row in the same pass. Other empty paths
+(a manifest row without audio) are left to the batch function, which names
+them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ __all__ = [
     "FILE_NOT_FOUND",
     "FILE_UNREADABLE",
     "NOT_A_REGULAR_FILE",
+    "REFUSED_PATH",
     "check_paths",
 ]
 
@@ -29,6 +33,11 @@ FILE_NOT_FOUND = "FileNotFound"
 NOT_A_REGULAR_FILE = "NotARegularFile"
 #: ``error_type`` of a row whose file this process may not read.
 FILE_UNREADABLE = "FileUnreadable"
+#: ``error_type`` of a manifest row whose file was refused before any
+#: ``stat``: it leads outside the audio directory once symbolic links are
+#: resolved, or its fetch folder's ``fetch.jsonl`` does not vouch for it
+#: (:func:`agl_fast.manifest.resolve_audio`).
+REFUSED_PATH = "RefusedPath"
 #: ``error_type`` of a row whose file is a regular file of 0 bytes: the
 #: type of the error :func:`agl_fast.load` raises for it, so that both entry
 #: points agree.

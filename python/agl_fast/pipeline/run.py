@@ -58,7 +58,7 @@ from .batch import BASE_COLUMNS, BatchConfig, BatchProcessor, error_rows, stage_
 from .engines.local import Supervisor, SupervisorStats
 from .inputs import Inputs, extra_columns_at
 from .journal import PARTS_DIR, PartSink, progress_files, read_parts, recover
-from .precheck import check_paths
+from .precheck import REFUSED_PATH, check_paths
 from .stages import Stage, atomic_write_parquet
 
 __all__ = [
@@ -271,10 +271,15 @@ def skipped_summary(inputs: Inputs) -> dict[str, Any]:
 
 def metadata_pass(inputs: Inputs, todo: list[int]) -> tuple[list[int], pa.Table]:
     """Split ``todo`` into the inputs to decode and the error rows of those
-    that cannot be read (:func:`~agl_fast.pipeline.precheck.check_paths`),
-    before any worker starts."""
+    that cannot be read (:func:`~agl_fast.pipeline.precheck.check_paths`) or
+    whose file was refused (:attr:`Inputs.refused`), before any worker starts."""
     t0 = time.perf_counter()
     bad = check_paths([inputs.paths[i] for i in todo])
+    if inputs.refused:  # their paths are empty: never among ``bad``
+        why = [inputs.refused.get(inputs.keys[i]) for i in todo]
+        bad = sorted(
+            bad + [(j, REFUSED_PATH, f"audio refused: {w}") for j, w in enumerate(why) if w]
+        )
     if not bad:
         return todo, pa.table({})
     positions = [todo[j] for j, _, _ in bad]

@@ -57,13 +57,15 @@ def shard_inputs(inputs: Inputs, index: int, count: int) -> Inputs:
         raise ParameterError(f"shard needs 0 <= index < count, got {index}/{count}")
     keep = [i for i, k in enumerate(inputs.keys) if shard_of(k, count) == index]
     source = {**inputs.source, "shard": f"{index}/{count}"}
+    keys = [inputs.keys[i] for i in keep]
     return Inputs(
-        [inputs.keys[i] for i in keep],
+        keys,
         [inputs.paths[i] for i in keep],
         {name: [vals[i] for i in keep] for name, vals in inputs.extra.items()},
         source=source,
         # skipped files are the whole input's: reported once, by shard 0
         skipped=inputs.skipped if index == 0 else {},
+        refused={k: inputs.refused[k] for k in keys if k in inputs.refused},
     )
 
 

@@ -11,6 +11,9 @@ can be) is skipped and counted. A line is at most 64 KiB: a text field longer
 than :data:`MAX_FIELD` characters (a hostile server's 65,000-character
 redirect URL) is stored cut, with its length and SHA-256, so the line reads
 back whole.
+
+The format sits below its two users: :mod:`agl_fast.dataset` writes it and
+:func:`agl_fast.manifest.resolve_audio` reads it to vouch for a fetched clip.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import ParameterError
-from .outdir import open_no_follow
+from ._internal.safe_files import open_no_follow
+from .exceptions import ParameterError
 
 __all__ = [
     "DURATION_TOLERANCE_REL",
