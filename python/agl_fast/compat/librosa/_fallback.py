@@ -87,6 +87,12 @@ def librosa_object(path: str, name: str, *, count: bool = True) -> Any:
         raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}") from None
     if qual in ORIGINALS:  # the lookup imported the module install() just patched
         return ORIGINALS[qual]
+    if getattr(obj, "__module__", "").startswith(__package__ or ""):
+        # install() gave librosa's package agl-fast's function before the
+        # module defining librosa's own was imported
+        from ._install import librosa_original
+
+        return librosa_original(qual)
     if count:
         record_librosa_name(qual)
     return obj

@@ -22,6 +22,16 @@ before ``install()`` and one imported after end the same. Names that
 librosa's lazy loader copies into a package namespace later read the
 patched defining module, so they are agl-fast's too, and ``uninstall()``
 puts librosa's back there as well.
+
+The lazy packages (``librosa``, ``librosa.core``, ``librosa.feature``,
+``librosa.util``: their names are imported on first lookup) get a lookup in
+front of their lazy loader that serves the accelerated names they list, so
+that a script's ``librosa.load`` or ``librosa.feature.mfcc`` is agl-fast's
+without importing the librosa module that defines librosa's own
+(``librosa.load`` alone imports scipy.signal and numba); librosa's is
+imported the first time a call is handed to it. ``uninstall()`` puts the
+lazy loader back and takes the names it served out again, so the lazy
+loader finds librosa's.
 """
 
 from __future__ import annotations
@@ -44,13 +54,23 @@ __all__ = ["install", "installed", "uninstall"]
 # Reentrant: patching a module imports agl-fast's kernels, whose import may
 # pass through the hook again.
 _lock = _thread.RLock()
-#: (module, attribute, librosa's value) of every patch, in order.
+#: (module, attribute, librosa's value or _ABSENT) of every patch, in order.
 _PATCHES: list[tuple[ModuleType, str, Any]] = []
+_ABSENT = object()
 #: Short name ("mfcc") -> the accelerated names that end in it ("feature.mfcc").
 _BY_NAME: dict[str, tuple[str, ...]] = {}
 for _qual in ACCELERATED:
     _short = _qual.rpartition(".")[2]
     _BY_NAME[_short] = (*_BY_NAME.get(_short, ()), _qual)
+#: librosa package -> (name, accelerated name) it serves: "librosa.feature"
+#: serves "feature.mfcc"; "librosa" and "librosa.core" the top-level names.
+_HOMES: dict[str, list[tuple[str, str]]] = {}
+for _qual in ACCELERATED:
+    _path, _, _short = _qual.rpartition(".")
+    for _home in (f"librosa.{_path}",) if _path else ("librosa", "librosa.core"):
+        _HOMES.setdefault(_home, []).append((_short, _qual))
+#: Lazy librosa package -> its own ``__getattr__``, while ours is in front.
+_LAZY: dict[str, Any] = {}
 #: id(librosa's original) -> accelerated name, for the originals in ORIGINALS.
 _BY_ID: dict[int, str] = {}
 #: Accelerated name -> agl-fast's function, resolved on first patch.
@@ -89,12 +109,40 @@ def _definition(module: ModuleType, name: str, value: Any) -> str | None:
     return None
 
 
+def _serve_lazy_names(module: ModuleType) -> None:
+    """Put a lookup in front of a lazy librosa package's ``__getattr__``:
+    the accelerated names it lists are agl-fast's (imported on first
+    lookup, then kept in its namespace), every other name is the lazy
+    loader's as before."""
+    names = {n: q for n, q in _HOMES.get(module.__name__, ()) if n not in module.__dict__}
+    lazy = module.__dict__.get("__getattr__")
+    if not names or lazy is None or module.__name__ in _LAZY:
+        return
+    listed = module.__dict__.get("__all__", ())
+    names = {n: q for n, q in names.items() if n in listed}
+
+    def __getattr__(name: str) -> Any:
+        qual = names.get(name)
+        if qual is None or name in module.__dict__:
+            return lazy(name)
+        with _lock:
+            value = _compat_function(qual)
+            _PATCHES.append((module, name, _ABSENT))
+            setattr(module, name, value)
+        return value
+
+    _LAZY[module.__name__] = lazy
+    _PATCHES.append((module, "__getattr__", lazy))
+    module.__getattr__ = __getattr__  # type: ignore[method-assign]
+
+
 def _patch(modules: list[ModuleType]) -> None:
     """Record the originals ``modules`` define, then patch every librosa
     module that holds one (all of them when a new original was found: a
     module that imported it during a circular import finished first)."""
     found = False
     for module in modules:
+        _serve_lazy_names(module)
         space = module.__dict__
         for name in _BY_NAME.keys() & space.keys():
             value = space[name]
@@ -171,6 +219,22 @@ class _LibrosaFinder:
 _FINDER = _LibrosaFinder()
 
 
+def librosa_original(qual: str) -> Any:
+    """librosa's own function behind the accelerated name ``qual`` while
+    installed (None otherwise), importing the librosa module that defines
+    it if the script has not: through the lazy loader of its package, as
+    librosa's own lookup would, which the import hook then patches."""
+    with _lock:
+        if qual in ORIGINALS or not _state["active"]:
+            return ORIGINALS.get(qual)
+    path, _, name = qual.rpartition(".")
+    home = importlib.import_module("librosa." + (path or "core"))
+    lazy = _LAZY.get(home.__name__)
+    if lazy is not None:
+        lazy(name)
+    return ORIGINALS.get(qual)
+
+
 def installed() -> bool:
     """Whether :func:`install` is in effect."""
     return _state["active"]
@@ -210,7 +274,10 @@ def uninstall() -> None:
         while _FINDER in sys.meta_path:
             sys.meta_path.remove(_FINDER)
         for mod, name, before in reversed(_PATCHES):
-            setattr(mod, name, before)
+            if before is _ABSENT:
+                mod.__dict__.pop(name, None)
+            else:
+                setattr(mod, name, before)
         ours = {id(fn): qual for qual, fn in _NEW.items() if qual in ORIGINALS}
         for module in _librosa_modules():
             space = module.__dict__
@@ -221,4 +288,5 @@ def uninstall() -> None:
         _PATCHES.clear()
         ORIGINALS.clear()
         _BY_ID.clear()
+        _LAZY.clear()
         _state["active"] = False
