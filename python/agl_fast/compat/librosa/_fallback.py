@@ -87,12 +87,15 @@ def librosa_object(path: str, name: str, *, count: bool = True) -> Any:
         raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}") from None
     if qual in ORIGINALS:  # the lookup imported the module install() just patched
         return ORIGINALS[qual]
-    if getattr(obj, "__module__", "").startswith(__package__ or ""):
+    if str(getattr(obj, "__module__", "")).startswith(str(__package__)):
         # install() gave librosa's package agl-fast's function before the
         # module defining librosa's own was imported
         from ._install import librosa_original
 
-        return librosa_original(qual)
+        original = librosa_original(qual)
+        if original is None:
+            raise NotAcceleratedError(f"librosa's own librosa.{qual} could not be found")
+        return original
     if count:
         record_librosa_name(qual)
     return obj

@@ -199,18 +199,26 @@ class _LibrosaFinder:
     """First on :data:`sys.meta_path` while installed: finds librosa's
     modules with the finders after it and wraps their loader."""
 
+    def __init__(self) -> None:
+        self._searching: set[tuple[int, str]] = set()
+
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if not _is_librosa(fullname):
-            return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
+        key = (_thread.get_ident(), fullname)
+        if not _is_librosa(fullname) or key in self._searching:
+            return None  # another finder that asks sys.meta_path asked again
+        self._searching.add(key)
+        try:
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            self._searching.discard(key)
         if spec.loader is not None and hasattr(spec.loader, "exec_module"):
             spec.loader = _PatchingLoader(spec.loader)
         return spec
