@@ -84,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
         code = exc.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
+        if code is None or isinstance(code, int):
+            return code or 0
+        print(code, file=sys.stderr)  # as the interpreter reports sys.exit("message")
+        return 1
     finally:
         if report:
             _report()
