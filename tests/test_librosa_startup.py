@@ -10,6 +10,7 @@ point."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -173,3 +174,17 @@ def test_agl_fast_names_resolve_on_first_use() -> None:
         """
     )
     assert out.strip() == "[] module 'agl_fast' has no attribute 'no_such_name'"
+
+
+def test_the_runner_reads_its_command_line_as_python_does(tmp_path: Path) -> None:
+    (tmp_path / "mymod.py").write_text("import sys\nprint(sys.argv[1:])\nsys.exit('stopped')\n")
+    runner = [sys.executable, "-m", "agl_fast.compat.librosa"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    r = subprocess.run([*runner, "-m", "mymod", "a", "--report"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    # options after the module are its own; sys.exit("...") prints and exits 1
+    assert (r.returncode, r.stdout.strip(), r.stderr.strip()) == (1, "['a', '--report']", "stopped")
+    r = subprocess.run([*runner, "--bogus", "x.py"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "unrecognized option '--bogus'" in r.stderr
+    r = subprocess.run([*runner, "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("usage: python -m agl_fast.compat.librosa")
