@@ -40,15 +40,18 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
-import pyarrow as pa
 
 from . import _native
 from ._internal.args import array, text
 from ._internal.config import resolve_threads
 from .exceptions import ParameterError, ShapeError
+
+if TYPE_CHECKING:
+    # imported where a table is built: load() and resample() need no pyarrow
+    import pyarrow as pa
 
 __all__ = [
     "AUDIO_EXTENSIONS",
@@ -352,6 +355,8 @@ def load_many(
         res_type=res_type,
         n_threads=n_threads,
     )
+    import pyarrow as pa
+
     chans, frames, failed = meta["channels"], meta["frames"], meta["failed"]
     mask = pa.array(failed)
     values = pa.array(data, type=pa.float32())
@@ -426,6 +431,8 @@ def load_arrays(
         None if a is None else a.reshape(int(c), -1)
         for a, c in zip(data, meta["channels"], strict=True)
     ]
+    import pyarrow as pa
+
     table = _meta_table(keys, str_paths, meta)
     lv, failed = meta["levels"], meta["failed"]
     for k, name in enumerate(("peak", "rms", "clipped_fraction", "peak_fraction")):
@@ -541,6 +548,8 @@ def _meta_table(
     keys: Sequence[str], str_paths: list[str | bytes], meta: dict[str, Any]
 ) -> pa.Table:
     """Every column of :func:`load_many`'s table but ``samples``."""
+    import pyarrow as pa
+
     failed = meta["failed"]
     frames = meta["frames"]
     sr_arr = np.asarray(meta["sr"], np.int64)

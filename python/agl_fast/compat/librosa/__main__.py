@@ -8,14 +8,29 @@ the end: which calls ran agl-fast and which were handed to librosa, why.
 
 from __future__ import annotations
 
-import argparse
 import runpy
 import sys
 
-from . import coverage, install
+from . import install
+
+_USAGE = "usage: python -m agl_fast.compat.librosa [-h] [--report] (SCRIPT | -m MODULE) [ARGS ...]"
+_HELP = f"""{_USAGE}
+
+Run a script with librosa accelerated by agl-fast (install()).
+
+positional arguments:
+  SCRIPT      the script to run
+  ARGS        its arguments
+
+options:
+  -h, --help  show this help message and exit
+  -m MODULE   run a module (as python -m) instead
+  --report    print the coverage counters"""
 
 
 def _report() -> None:
+    from . import coverage
+
     cov = coverage()
     lines = [f"agl-fast: {cov.accelerated_calls} accelerated librosa calls"]
     lines += [f"  {name}: {n}" for name, n in cov.calls.most_common()]
@@ -26,33 +41,55 @@ def _report() -> None:
     print("\n".join(lines), file=sys.stderr)
 
 
+def _parse(argv: list[str]) -> tuple[str | None, str | None, bool, list[str]]:
+    """``(module, script, report, args)`` from the command line, read as
+    ``python`` reads its own: options up to the script or ``-m MODULE``,
+    everything after it is the script's. (argparse is not used: it would
+    cost every run its import, see benches/bench_startup.py.)"""
+    report = False
+    for i, arg in enumerate(argv):
+        if arg in ("-h", "--help"):
+            print(_HELP)
+            raise SystemExit(0)
+        if arg == "--report":
+            report = True
+        elif arg == "-m" or (arg.startswith("-m") and len(arg) > 2):
+            module = arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
+            if not module:
+                break
+            return module, None, report, argv[i + (1 if arg[2:] else 2) :]
+        elif arg == "--":
+            if i + 1 < len(argv):
+                return None, argv[i + 1], report, argv[i + 2 :]
+            break
+        elif arg.startswith("-"):
+            print(f"{_USAGE}\nerror: unrecognized option {arg!r}", file=sys.stderr)
+            raise SystemExit(2)
+        else:
+            return None, arg, report, argv[i + 1 :]
+    print(f"{_USAGE}\nerror: give a SCRIPT, or -m MODULE", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the script or module named in ``argv`` under :func:`install`."""
-    parser = argparse.ArgumentParser(
-        prog="python -m agl_fast.compat.librosa",
-        description="Run a script with librosa accelerated by agl-fast (install()).",
-    )
-    parser.add_argument("-m", dest="module", help="run a module (as python -m) instead")
-    parser.add_argument("--report", action="store_true", help="print the coverage counters")
-    parser.add_argument("target", nargs="?", help="the script to run")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
-    ns = parser.parse_args(argv)
-    if ns.module is None and ns.target is None:
-        parser.error("give a SCRIPT, or -m MODULE")
+    module, script, report, args = _parse(sys.argv[1:] if argv is None else list(argv))
     install()
     try:
-        if ns.module is not None:
-            rest = [ns.target, *ns.args] if ns.target is not None else ns.args
-            sys.argv = [ns.module, *rest]
-            runpy.run_module(ns.module, run_name="__main__", alter_sys=True)
+        if module is not None:
+            sys.argv = [module, *args]
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            sys.argv = [ns.target, *ns.args]
-            runpy.run_path(ns.target, run_name="__main__")
+            sys.argv = [str(script), *args]
+            runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
         code = exc.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
+        if code is None or isinstance(code, int):
+            return code or 0
+        print(code, file=sys.stderr)  # as the interpreter reports sys.exit("message")
+        return 1
     finally:
-        if ns.report:
+        if report:
             _report()
     return 0
 

@@ -8,14 +8,19 @@ writes it; ``tests/test_librosa_dropin.py`` checks it) all read it.
 
 from __future__ import annotations
 
-import logging
-import threading
+import _thread
 from collections import Counter
-from dataclasses import dataclass, field
 
 __all__ = ["ACCELERATED", "Coverage", "coverage", "markdown_table", "reset_counters"]
 
-_log = logging.getLogger("agl_fast.compat.librosa")
+
+def log_debug(message: str, *args: object) -> None:
+    # logging is imported on the first message, not with the package (see
+    # the start-up budget in benches/bench_startup.py)
+    import logging
+
+    logging.getLogger("agl_fast.compat.librosa").debug(message, *args)
+
 
 #: librosa name (relative to ``librosa``) -> the cases handed to librosa
 #: itself (each also a reason recorded when it happens). Every other call
@@ -67,13 +72,12 @@ ACCELERATED: dict[str, tuple[str, ...]] = {
     "pcen": ("a max-filtered reference (max_size > 1)",),
 }
 
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()
 _calls: Counter[str] = Counter()
 _fallbacks: Counter[tuple[str, str]] = Counter()
 _resolved: Counter[str] = Counter()
 
 
-@dataclass(frozen=True)
 class Coverage:
     """A snapshot of the compatibility layer's coverage and counters.
 
@@ -93,11 +97,34 @@ class Coverage:
         lookup through the compatibility module.
     """
 
-    accelerated: tuple[str, ...]
-    fallback_cases: dict[str, tuple[str, ...]]
-    calls: Counter[str] = field(default_factory=Counter)
-    fallbacks: Counter[tuple[str, str]] = field(default_factory=Counter)
-    librosa_names: Counter[str] = field(default_factory=Counter)
+    # A plain class, not a dataclass: dataclasses (inspect, ast) would be
+    # most of the package's import time (benches/bench_startup.py).
+    __slots__ = ("accelerated", "calls", "fallback_cases", "fallbacks", "librosa_names")
+
+    def __init__(
+        self,
+        accelerated: tuple[str, ...],
+        fallback_cases: dict[str, tuple[str, ...]],
+        calls: Counter[str] | None = None,
+        fallbacks: Counter[tuple[str, str]] | None = None,
+        librosa_names: Counter[str] | None = None,
+    ) -> None:
+        self.accelerated = accelerated
+        self.fallback_cases = fallback_cases
+        self.calls: Counter[str] = Counter() if calls is None else calls
+        self.fallbacks: Counter[tuple[str, str]] = Counter() if fallbacks is None else fallbacks
+        self.librosa_names: Counter[str] = Counter() if librosa_names is None else librosa_names
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"Coverage({fields})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Coverage):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def accelerated_calls(self) -> int:
@@ -145,13 +172,13 @@ def record_call(name: str) -> None:
 def record_fallback(name: str, reason: str) -> None:
     with _lock:
         _fallbacks[(name, reason)] += 1
-    _log.debug("librosa.%s handed to librosa: %s", name, reason)
+    log_debug("librosa.%s handed to librosa: %s", name, reason)
 
 
 def record_librosa_name(name: str) -> None:
     with _lock:
         _resolved[name] += 1
-    _log.debug("librosa.%s is librosa's own (not accelerated)", name)
+    log_debug("librosa.%s is librosa's own (not accelerated)", name)
 
 
 def markdown_table() -> str:

@@ -14,10 +14,13 @@ import importlib
 import sys
 import types
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from ...exceptions import NotAcceleratedError
 from ._coverage import record_fallback, record_librosa_name
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ORIGINALS", "handed_over", "librosa_object", "make_submodule"]
 
@@ -82,6 +85,17 @@ def librosa_object(path: str, name: str, *, count: bool = True) -> Any:
         obj = getattr(module, name)
     except AttributeError:
         raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}") from None
+    if qual in ORIGINALS:  # the lookup imported the module install() just patched
+        return ORIGINALS[qual]
+    if str(getattr(obj, "__module__", "")).startswith(str(__package__)):
+        # install() gave librosa's package agl-fast's function before the
+        # module defining librosa's own was imported
+        from ._install import librosa_original
+
+        original = librosa_original(qual)
+        if original is None:
+            raise NotAcceleratedError(f"librosa's own librosa.{qual} could not be found")
+        return original
     if count:
         record_librosa_name(qual)
     return obj
@@ -121,17 +135,28 @@ def module_getattr(path: str, accelerated: Mapping[str, Any]) -> Callable[[str],
     return __getattr__
 
 
-def make_submodule(package: str, path: str, accelerated: Mapping[str, Any]) -> types.ModuleType:
-    """A compatibility submodule ``<package>.<path>`` serving ``accelerated``
-    and librosa's ``librosa.<path>`` for everything else; registered in
-    :data:`sys.modules` so that ``import <package>.<path>`` finds it."""
+def make_submodule(package: str, path: str, accelerated: Mapping[str, str]) -> types.ModuleType:
+    """A compatibility submodule ``<package>.<path>`` serving the
+    ``accelerated`` names (each mapped to the module of ``package`` that
+    defines it, imported on first use) and librosa's ``librosa.<path>`` for
+    everything else; registered in :data:`sys.modules` so that ``import
+    <package>.<path>`` finds it."""
     mod = types.ModuleType(
         f"{package}.{path}",
         f"``librosa.{path}`` through agl-fast: {sorted(accelerated) or 'no'} accelerated "
         "names, librosa's own objects for the rest.",
     )
-    mod.__dict__.update(accelerated)
-    mod.__getattr__ = module_getattr(path, accelerated)  # type: ignore[method-assign]
+    librosa_getattr = module_getattr(path, {})
+
+    def __getattr__(name: str) -> Any:
+        home = accelerated.get(name)
+        if home is None:
+            return librosa_getattr(name)
+        value = getattr(importlib.import_module(home, package), name)
+        mod.__dict__[name] = value
+        return value
+
+    mod.__getattr__ = __getattr__  # type: ignore[method-assign]
     mod.__all__ = sorted(accelerated)  # type: ignore[attr-defined]
     sys.modules[mod.__name__] = mod
     return mod
