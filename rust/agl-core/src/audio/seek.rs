@@ -101,6 +101,9 @@ pub(super) struct SeekRule {
     /// Frames of the stamp timeline before the decoded one: the Opus
     /// pre-skip, which the decoder drops at the start of the stream only.
     lead: u64,
+    /// The stamp of the stream's first frame (an Ogg stream cut from a
+    /// longer one starts at its granule position, not at 0).
+    origin: u64,
     /// Packets start on multiples of this many frames of the stamp timeline.
     grid: u64,
     /// Frames per stamp tick, as `num / den`.
@@ -140,6 +143,7 @@ impl SeekRule {
             preroll: t.warm + t.packet,
             warm: t.warm,
             lead,
+            origin: cp.start_ts,
             grid,
             num,
             den,
@@ -153,12 +157,15 @@ impl SeekRule {
     pub fn target(&self, start: u64) -> Option<u64> {
         let at = start.checked_sub(self.preroll)?.checked_sub(1)?;
         let frame = (at + self.lead) as u128;
-        u64::try_from(frame * self.den / self.num).ok()
+        u64::try_from(frame * self.den / self.num)
+            .ok()?
+            .checked_add(self.origin)
     }
 
     /// The frame of the decoded timeline a packet stamped `ts` starts at;
     /// `None` when the stamp falls before the decoded timeline.
     pub fn position(&self, ts: u64) -> Option<u64> {
+        let ts = ts.checked_sub(self.origin)?;
         let q = (ts as u128 * self.num + self.den / 2) / self.den;
         let g = self.grid as u128;
         let snapped = (q + g / 2) / g * g;
@@ -169,6 +176,7 @@ impl SeekRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use symphonia::core::codecs::CODEC_TYPE_NULL;
     use symphonia::core::units::TimeBase;
 
     fn params(codec: CodecType, tb: TimeBase) -> CodecParameters {
@@ -192,6 +200,13 @@ mod tests {
         assert_eq!(r.position(12_345), Some(12_345));
         assert_eq!(r.target(100_000), Some(100_000 - 8_192 - 1));
         assert_eq!(r.target(8_192), None);
+        // a stream that starts at stamp 1,000,000
+        let mut cp = params(CODEC_TYPE_VORBIS, TimeBase::new(1, 44_100));
+        cp.with_start_ts(1_000_000);
+        let r = SeekRule::new(&cp, 44_100).unwrap();
+        assert_eq!(r.position(1_012_345), Some(12_345));
+        assert_eq!(r.position(999_999), None);
+        assert_eq!(r.target(100_000), Some(1_000_000 + 100_000 - 8_192 - 1));
         // a timescale of twice the rate: half-frame ticks
         let r = SeekRule::new(&params(CODEC_TYPE_FLAC, TimeBase::new(1, 88_200)), 44_100);
         assert_eq!(r.unwrap().position(2_048), Some(1_024));
@@ -235,6 +250,6 @@ mod tests {
     #[test]
     fn codecs_without_timing_are_not_seeked() {
         let tb = TimeBase::new(1, 44_100);
-        assert!(SeekRule::new(&params(CodecType::default(), tb), 44_100).is_none());
+        assert!(SeekRule::new(&params(CODEC_TYPE_NULL, tb), 44_100).is_none());
     }
 }
