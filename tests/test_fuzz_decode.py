@@ -18,12 +18,23 @@ from pathlib import Path
 import pytest
 
 import agl_fast
-from fuzz import Case, SeedSet, make_seeds, random_case, run_cases, targeted_cases
+from fuzz import (
+    SEEK_SEED_SECONDS,
+    Case,
+    SeedSet,
+    make_seeds,
+    make_seek_seeds,
+    random_case,
+    run_cases,
+    seek_case,
+    targeted_cases,
+)
 from fuzz.__main__ import FORMATS
 from fuzz.formats import FIELDS, ogg_spans
 
 FUZZ_SEEDS = (1, 2, 3)
 RANDOM_CASES = 100  # per base seed and format
+SEEK_CASES = 12  # per base seed and seeking format
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +181,36 @@ def test_fuzz_decode(seedset: SeedSet, fmt: str, tmp_path: Path) -> None:
     rep = run_cases(cases, tmp_path / "work", good, out_dir=out, workers=2)
     assert len(rep.outcomes) == len(cases)
     assert rep.counts["ok"] + rep.counts["typed"] > 0
+    lines = [
+        f"{o.kind}: {o.case.case_id} {list(o.case.ops)} {o.case.opts}: {o.detail}"
+        for o in rep.failures
+    ]
+    assert not lines, f"{rep.summary()}; reproducers in {out}:\n" + "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def seekset(tmp_path_factory: pytest.TempPathFactory) -> SeedSet:
+    return make_seek_seeds(tmp_path_factory.mktemp("fuzz-seek-seeds"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["flac", "ogg", "opus", "webm", "aiff"])
+def test_fuzz_seek(seekset: SeedSet, fmt: str, tmp_path: Path) -> None:
+    """Mutated files read at random offsets and durations (past the
+    pre-roll, on packet-sized steps, past the end): each decodes or raises
+    an ``agl_fast`` error, in a child process that neither dies nor hangs."""
+    seeds = _seeds_of(seekset, fmt)
+    cases = [
+        seek_case(seeds, base, i, SEEK_SEED_SECONDS)
+        for base in FUZZ_SEEDS
+        for i in range(SEEK_CASES)
+    ]
+    assert sum(c.opts["offset"] > 0.6 for c in cases) >= len(cases) // 4
+    good = seekset.by_name("seek_flac").path
+    out = tmp_path / "failures"
+    rep = run_cases(cases, tmp_path / "work", good, out_dir=out, workers=2)
+    assert len(rep.outcomes) == len(cases)
+    assert rep.counts["ok"] > 0
     lines = [
         f"{o.kind}: {o.case.case_id} {list(o.case.ops)} {o.case.opts}: {o.detail}"
         for o in rep.failures

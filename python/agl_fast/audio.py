@@ -199,9 +199,11 @@ def load(
     mono : bool
         Average the channels into one.
     offset : float
-        Start reading this many seconds in (seeking where the format allows).
+        Start reading this many seconds in: at frame ``round(offset * sr_file)``
+        of the full decode, whatever the format (see ``docs/robustness.md``,
+        "Seeking").
     duration : float or None
-        Read at most this many seconds.
+        Read at most this many seconds (``round(duration * sr_file)`` frames).
     channel : int or None
         Keep only this channel (0-based); exclusive with ``mono``.
     max_duration : float or None

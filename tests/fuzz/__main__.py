@@ -18,9 +18,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from .mutate import random_case, targeted_cases
+from .mutate import random_case, seek_case, targeted_cases
 from .runner import DEFAULT_MEMORY, DEFAULT_TIMEOUT, KINDS, Report, run_cases
-from .seeds import make_seeds
+from .seeds import SEEK_SEED_SECONDS, make_seeds, make_seek_seeds
 
 FORMATS = ("wav", "flac", "ogg", "mp3", "m4a", "opus", "webm", "aiff")
 
@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             print("error: no seed files for the chosen formats", file=sys.stderr)
             return 2
         good = next((s.path for s in seedset.seeds if s.fmt == "wav"), seeds[0].path)
+        # Longer seeds, read at random offsets (one seeking case in ten).
+        seek_seeds = [s for s in make_seek_seeds(Path(tmp) / "seek").seeds if s.fmt in formats]
 
         def run(cases: list, label: str) -> None:  # type: ignore[type-arg]
             t0 = time.monotonic()
@@ -95,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
                 [random_case(seeds, args.seed, k) for k in range(i, i + args.round)],
                 f"r{args.seed} {i}+",
             )
+            if seek_seeds:
+                ks = range(i, i + max(1, args.round // 10))
+                run(
+                    [seek_case(seek_seeds, args.seed, k, SEEK_SEED_SECONDS) for k in ks],
+                    f"s{args.seed} {i}+",
+                )
             i += args.round
 
     n = sum(totals.values())

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .formats import FIELDS, SPANS, Span, fix_checksums, id3v2_tag
@@ -219,6 +219,31 @@ _OPS = (
     (_op_insert_delete, 1),
     (_op_structure, 2),
 )
+
+
+def seek_options(rng: random.Random, seconds: float) -> dict[str, Any]:
+    """A window to read from a file of about ``seconds``: a random offset
+    (sometimes past the end, sometimes on a 1,024- or 960-frame step), and a
+    duration or none."""
+    sr = rng.choice((44100, 48000, 22050))
+    if rng.random() < 0.3:
+        offset = rng.randrange(0, int(seconds * sr) + 2048, rng.choice((960, 1024))) / sr
+    else:
+        offset = rng.uniform(0.0, seconds * 1.1)
+    opts: dict[str, Any] = {"offset": offset}
+    if rng.random() < 0.7:
+        opts["duration"] = rng.uniform(0.0, seconds / 2)
+    if rng.random() < 0.5:
+        opts["sr"] = None
+    return opts
+
+
+def seek_case(seeds: list[Seed], base: int, i: int, seconds: float) -> Case:
+    """Case ``i`` of the seeking run seeded ``base``: the mutations of
+    :func:`random_case`, read through :func:`seek_options`."""
+    c = random_case(seeds, base, i)
+    rng = random.Random(f"agl-fuzz-seek/{base}/{i}")
+    return replace(c, case_id=f"s{base}-{i}", opts=seek_options(rng, seconds))
 
 
 def random_case(seeds: list[Seed], base: int, i: int) -> Case:

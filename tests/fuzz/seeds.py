@@ -17,6 +17,9 @@ import numpy as np
 # Short clips keep every case fast; long enough for several MP3 frames,
 # Ogg pages and AAC packets.
 SEED_SECONDS = 0.3
+# Seeds of the seeking run: long enough that an offset lands past the
+# decoders' pre-roll (half a second for Opus), so the seek itself is hit.
+SEEK_SEED_SECONDS = 1.5
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,9 @@ class SeedSet:
         raise KeyError(name)
 
 
-def _signal(sr: int, channels: int) -> np.ndarray:
+def _signal(sr: int, channels: int, seconds: float = SEED_SECONDS) -> np.ndarray:
     """A chirp plus a little seeded noise, ``[n, channels]`` float32 in +-0.5."""
-    n = int(SEED_SECONDS * sr)
+    n = int(seconds * sr)
     t = np.arange(n) / sr
     rng = np.random.default_rng(sr * 10 + channels)
     cols = []
@@ -169,3 +172,35 @@ def _ffmpeg_seeds(
                 seeds.missing[fmt] = err
                 break
             seeds.seeds.append(Seed(name, fmt, path))
+
+
+def make_seek_seeds(out_dir: Path) -> SeedSet:
+    """Longer seeds (:data:`SEEK_SEED_SECONDS`) of the formats that seek
+    through a demuxer: FLAC, Ogg Vorbis (soundfile), Ogg Opus, WebM Opus
+    and AIFF (ffmpeg, when installed)."""
+    import soundfile as sf
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seeds = SeedSet()
+    src = out_dir / "seek_src.wav"
+    sf.write(src, _signal(44100, 2, SEEK_SEED_SECONDS), 44100, subtype="PCM_16")
+    for name, fmt, subtype in [("seek_flac", "FLAC", "PCM_16"), ("seek_vorbis", "OGG", "VORBIS")]:
+        path = out_dir / f"{name}.{fmt.lower()}"
+        sf.write(path, _signal(44100, 2, SEEK_SEED_SECONDS), 44100, format=fmt, subtype=subtype)
+        seeds.seeds.append(Seed(name, "flac" if fmt == "FLAC" else "ogg", path))
+    ffmpeg = shutil.which("ffmpeg")
+    for name, fmt, ext, args in [
+        ("seek_opus", "opus", "opus", ["-c:a", "libopus", "-b:a", "48k"]),
+        ("seek_webm_opus", "webm", "webm", ["-c:a", "libopus", "-b:a", "48k"]),
+        ("seek_aiff", "aiff", "aiff", ["-c:a", "pcm_s16be"]),
+    ]:
+        if not ffmpeg:
+            seeds.missing[fmt] = "ffmpeg is not installed"
+            continue
+        path = out_dir / f"{name}.{ext}"
+        err = _run([ffmpeg, "-v", "error", "-y", "-bitexact", "-i", str(src), *args, str(path)])
+        if err:
+            seeds.missing[fmt] = err
+            continue
+        seeds.seeds.append(Seed(name, fmt, path))
+    return seeds

@@ -8,9 +8,9 @@
 //! Files are decoded frame by frame; each frame goes through the channel
 //! mapping and the [`Resampler`] at once, so only the output is held in
 //! memory, sized once from the stream length when the header gives it.
-//! `offset` seeks where the format allows it (MP3 to the exact sample;
-//! other containers then drop the frames decoded before the target
-//! timestamp); `duration` and `max_duration` stop decoding early.
+//! `offset` and `duration` read the same frames as the full decode, to the
+//! sample: WAV and MP3 seek directly, the other formats as module `seek`
+//! describes; `duration` and `max_duration` stop decoding early.
 
 use std::fs::File;
 use std::io::Read;
@@ -19,14 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use symphonia::core::audio::SampleBuffer;
-use symphonia::core::codecs::{DecoderOptions, CODEC_TYPE_NULL};
 use symphonia::core::errors::Error as SymError;
-use symphonia::core::formats::{FormatOptions, SeekMode, SeekTo};
-use symphonia::core::io::{MediaSource, MediaSourceStream};
-use symphonia::core::meta::MetadataOptions;
-use symphonia::core::probe::Hint;
-use symphonia::core::units::Time;
+use symphonia::core::io::MediaSource;
 
 use crate::error::{try_grow, AglError, Result};
 use crate::parallel::{install, Cancel};
@@ -38,6 +32,8 @@ mod mkv;
 mod mp3;
 pub mod opus;
 pub mod probe;
+mod seek;
+mod sym;
 mod wav;
 
 /// Where a file's encoded bytes come from.
@@ -529,29 +525,24 @@ fn decode_inner(src: &Source, path: &Path, p: &DecodeParams, cancel: &Cancel) ->
             return finish(path, d);
         }
     }
-    let mut d = decode_symphonia(path, &media, hint.as_deref(), priming, p, cancel)?;
+    let ebml = head.starts_with(&EBML_MAGIC);
+    let trims = sym::Trims {
+        priming,
+        // symphonia's Matroska reader does not pass on the last block's
+        // DiscardPadding (the samples an Opus encoder added past the end).
+        end_padding_ns: ebml
+            .then(|| media.reader().ok())
+            .flatten()
+            .and_then(|mut r| mkv::end_padding_ns(&mut r, media.len())),
+    };
+    let mut d = sym::decode(path, &media, hint.as_deref(), trims, p, cancel)?;
     if wav_declared.is_some() {
         d.source_frames = wav_declared;
     }
-    if head.starts_with(&EBML_MAGIC) {
+    if ebml {
         // symphonia's Matroska reader gives the segment duration in
         // timestamp units, not frames: no declaration to compare against.
         d.source_frames = None;
-        // Nor does it pass on the last block's DiscardPadding (the samples an
-        // Opus encoder added past the end): trim them as ffmpeg does, when
-        // the read went to the end of the stream.
-        if p.duration.is_none() && !d.truncated {
-            let padding = media
-                .reader()
-                .ok()
-                .and_then(|mut r| mkv::end_padding_ns(&mut r, media.len()));
-            if let Some(ns) = padding {
-                let cut = (ns as u128 * d.sr as u128 + 500_000_000) / 1_000_000_000;
-                for c in &mut d.channels {
-                    c.truncate(c.len().saturating_sub(cut as usize));
-                }
-            }
-        }
     }
     finish(path, d)
 }
@@ -784,205 +775,6 @@ impl Sink {
             None => Ok(self.plain),
         }
     }
-}
-
-/// Every other format, and MP3 streams the fast path does not take.
-/// `priming` is the MP4 edit list's start (media time, timescale): the
-/// encoder delay, trimmed as ffmpeg does.
-fn decode_symphonia(
-    path: &Path,
-    media: &Media,
-    ext: Option<&str>,
-    priming: Option<(u64, u32)>,
-    p: &DecodeParams,
-    cancel: &Cancel,
-) -> Result<Decoded> {
-    let reader = media.reader().map_err(|e| dec_err(path, e))?;
-    let mss = MediaSourceStream::new(reader, Default::default());
-    let mut hint = Hint::new();
-    if let Some(ext) = ext {
-        hint.with_extension(ext);
-    }
-    let fmt_opts = FormatOptions {
-        enable_gapless: true,
-        ..Default::default()
-    };
-    let probed = symphonia::default::get_probe()
-        .format(&hint, mss, &fmt_opts, &MetadataOptions::default())
-        .map_err(|e| dec_err(path, probe_reason(&e, media)))?;
-    let mut format = probed.format;
-    let track = format
-        .tracks()
-        .iter()
-        .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
-        .ok_or_else(|| dec_err(path, "no audio track"))?
-        .clone();
-    let cp = &track.codec_params;
-    let source_sr = cp
-        .sample_rate
-        .filter(|&r| r > 0)
-        .ok_or_else(|| dec_err(path, "the stream has no sample rate"))?;
-    check_header_rate(path, source_sr)?;
-    let mut decoder = opus::codecs()
-        .make(cp, &DecoderOptions::default())
-        .map_err(|e| dec_err(path, sym_reason(&e)))?;
-    // Timestamps to frames at the source rate.
-    let tb = cp.time_base;
-    let ts_to_frame = |ts: u64| -> u64 {
-        match tb {
-            Some(tb) => {
-                (ts as u128 * tb.numer as u128 * source_sr as u128 / tb.denom as u128) as u64
-            }
-            None => ts,
-        }
-    };
-
-    // Lossless codecs give exactly what the file holds; lossy ones can
-    // turn damaged data into huge values (see `CORRUPT_LEVEL`).
-    let lossy = !matches!(
-        cp.codec,
-        symphonia::core::codecs::CODEC_TYPE_FLAC
-            | symphonia::core::codecs::CODEC_TYPE_PCM_S8
-            | symphonia::core::codecs::CODEC_TYPE_PCM_S16LE
-            | symphonia::core::codecs::CODEC_TYPE_PCM_S16BE
-            | symphonia::core::codecs::CODEC_TYPE_PCM_S24LE
-            | symphonia::core::codecs::CODEC_TYPE_PCM_S24BE
-            | symphonia::core::codecs::CODEC_TYPE_PCM_S32LE
-            | symphonia::core::codecs::CODEC_TYPE_PCM_S32BE
-            | symphonia::core::codecs::CODEC_TYPE_PCM_U8
-            | symphonia::core::codecs::CODEC_TYPE_PCM_F32LE
-            | symphonia::core::codecs::CODEC_TYPE_PCM_F32BE
-            | symphonia::core::codecs::CODEC_TYPE_PCM_F64LE
-            | symphonia::core::codecs::CODEC_TYPE_PCM_F64BE
-    );
-    // The encoder delay, in frames at the source rate, is skipped like the
-    // start of an offset.
-    let skip = priming.map_or(0, |(m, ts)| {
-        (m as u128 * source_sr as u128 / ts.max(1) as u128).min(u32::MAX as u128) as u64
-    });
-    let mut win = Window::new(p, source_sr);
-    win.start += skip;
-    win.end = win.end.map(|e| e.saturating_add(skip));
-    let (start, end) = (win.start, win.end);
-    // Only an offset seeks: the priming alone is decoded and dropped, since
-    // the first frame after it needs the one before (overlapped transforms).
-    if p.offset > 0.0 {
-        let to = SeekTo::Time {
-            time: Time::from(start as f64 / source_sr as f64),
-            track_id: Some(track.id),
-        };
-        // A failed seek (unseekable stream) falls back to decode-and-drop.
-        if format.seek(SeekMode::Accurate, to).is_ok() {
-            decoder.reset();
-        }
-    }
-
-    let mut sink: Option<Sink> = None;
-    let mut src_ch = 0usize;
-    let mut sbuf: Option<SampleBuffer<f32>> = None;
-    let mut truncated = false;
-    let mut done = false;
-    let mut reached = 0u64; // source frames emitted so far
-    let mut conceal = Concealer::default();
-
-    while !done {
-        cancel.check()?;
-        let packet = match format.next_packet() {
-            Ok(pk) => pk,
-            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(SymError::ResetRequired) => break,
-            Err(e) => return Err(dec_err(path, e)),
-        };
-        if packet.track_id() != track.id {
-            continue;
-        }
-        let pts = ts_to_frame(packet.ts());
-        let buf = match decoder.decode(&packet) {
-            Ok(b) => b,
-            // A corrupt packet is skipped, as ffmpeg does.
-            Err(SymError::DecodeError(_)) => continue,
-            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(dec_err(path, e)),
-        };
-        let spec = *buf.spec();
-        let ch = spec.channels.count();
-        let frames = buf.frames();
-        if ch == 0 {
-            return Err(dec_err(path, "the stream has no channels"));
-        }
-        if frames == 0 {
-            continue;
-        }
-        if src_ch == 0 {
-            src_ch = ch;
-            sink = Some(Sink::new(
-                path,
-                p,
-                source_sr,
-                ch,
-                win.expected(cp.n_frames),
-            )?);
-        } else if ch != src_ch {
-            return Err(dec_err(
-                path,
-                format!("channel count changed from {src_ch} to {ch}"),
-            ));
-        }
-        let need = frames as u64 * ch as u64;
-        if sbuf.as_ref().is_none_or(|s| (s.capacity() as u64) < need) {
-            sbuf = Some(SampleBuffer::new(frames as u64, spec));
-        }
-        let sb = sbuf.as_mut().expect("set above");
-        sb.copy_planar_ref(buf);
-        let data = if lossy {
-            conceal.pass(sb.samples())
-        } else {
-            sb.samples()
-        };
-        // Frames [lo, hi) of this packet fall inside [start, end).
-        let lo = start.saturating_sub(pts).min(frames as u64) as usize;
-        let mut hi = frames;
-        if let Some(e) = end {
-            let room = e.saturating_sub(pts.max(start));
-            if (hi - lo) as u64 >= room {
-                hi = lo + room as usize;
-                done = true;
-                truncated = win.capped;
-            }
-        }
-        if hi <= lo {
-            continue;
-        }
-        reached += (hi - lo) as u64;
-        if let Some(s) = sink.as_mut() {
-            s.push_planar(data, frames, lo, hi)?;
-        }
-    }
-    let channels = match sink {
-        Some(s) => s.finish()?,
-        None => {
-            // No audio frames at all: report the channel layout from the header.
-            src_ch = cp.channels.map_or(0, |c| c.count());
-            if src_ch == 0 && reached == 0 && cp.n_frames.unwrap_or(0) > 0 {
-                return Err(dec_err(path, "no decodable audio packets"));
-            }
-            let n_out = match p.channels {
-                Channels::Keep => src_ch.max(1),
-                _ => 1,
-            };
-            vec![Vec::new(); n_out]
-        }
-    };
-    Ok(Decoded {
-        channels,
-        sr: p.sr.unwrap_or(source_sr),
-        source_sr,
-        source_channels: src_ch,
-        source_frames: cp.n_frames.map(|n| n.saturating_sub(skip)),
-        truncated,
-        corrupt_frames: conceal.count,
-        levels: [0.0; 4],
-    })
 }
 
 /// Decode many files in parallel (one task per file, `n_threads` workers).

@@ -298,6 +298,10 @@ impl Decoder for OpusDec {
     fn reset(&mut self) {
         self.dec.reset();
         self.last_frames = 0;
+        // A reset follows a seek: the pre-skip belongs to the start of the
+        // stream only (RFC 7845 §4.2), and the seek places the frames by
+        // their timestamps, pre-skip counted.
+        self.skip_left = 0;
     }
 
     fn codec_params(&self) -> &CodecParameters {
