@@ -278,6 +278,7 @@ def load(
     from ... import audio
 
     mono = _accept.flag(mono)
+    target = sr  # returned as given, as librosa does
     sr = _accept.opt_real("sr", sr)
     offset = _accept.real("offset", offset)
     duration = _accept.opt_real("duration", duration)
@@ -315,8 +316,7 @@ def load(
         )
     if sr is not None and out_sr != sr:
         y = resample(y, orig_sr=out_sr, target_sr=sr, res_type=res_type)
-        return y.astype(dtype, copy=False), sr
-    return y.astype(dtype, copy=False), out_sr
+    return y.astype(dtype, copy=False), out_sr if target is None else target
 
 
 def _check_conversion(orig_sr: float, target_sr: float) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._errors import HandOver
 
-__all__ = ["count", "flag", "opt_count", "opt_real", "real"]
+__all__ = ["count", "flag", "opt_real", "real"]
 
 
 def flag(value: Any) -> bool:
@@ -46,14 +46,10 @@ def count(name: str, value: Any) -> int:
     is handed to librosa (which takes some, a float ``n_mels`` in places,
     and refuses others)."""
     if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
-        if value > 0:
-            return int(value)
+        number = int(value)
+        if number > 0:
+            return number
     raise HandOver(f"{name}={_short(value)} is not a positive integer")
-
-
-def opt_count(name: str, value: Any) -> int | None:
-    """:func:`count`, with ``None`` kept."""
-    return None if value is None else count(name, value)
 
 
 def _short(value: Any) -> str:
