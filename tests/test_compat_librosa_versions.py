@@ -221,6 +221,22 @@ def test_load_of_a_file_named_as_another_container_is_librosas(tmp_path: Path) -
     assert any("without soundfile" in r for _, r in librosa.coverage().fallbacks)
 
 
+def test_load_of_ogg_vorbis_is_librosas_to_the_bit(tmp_path: Path) -> None:
+    """The native Vorbis decoder is not libvorbis to the tolerance of
+    librosa's own tests: Ogg files go to librosa."""
+    sf = pytest.importorskip("soundfile")
+    path = tmp_path / "clip.ogg"
+    t = np.arange(8000) / 8000
+    sf.write(path, 0.5 * np.sin(2 * np.pi * 440 * t), 8000, format="OGG", subtype="VORBIS")
+    librosa.reset_counters()
+    for offset in (0.0, 0.25):
+        got, sr = librosa.load(path, sr=None, offset=offset)
+        want, want_sr = real.load(path, sr=None, offset=offset)
+        np.testing.assert_array_equal(got, want)
+        assert sr == want_sr
+    assert any("Ogg Vorbis" in r for _, r in librosa.coverage().fallbacks)
+
+
 def test_load_of_matroska_is_librosas(shared_dir: Path) -> None:
     """librosa's own Matroska fixture: decoded by audioread with a warning
     on 0.11, refused on 1.0, the same through the drop-in."""

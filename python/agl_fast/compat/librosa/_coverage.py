@@ -28,6 +28,7 @@ ACCELERATED: dict[str, tuple[str, ...]] = {
         "a file-like object or other non-path input",
         "a file the native decoder cannot read (a container it does not know)",
         "a container librosa does not read with soundfile (MP4/M4A, Matroska, ...)",
+        "Ogg Vorbis (the native decoder's samples differ from libvorbis's by up to 2e-7)",
         "a negative offset (from the end of the file in librosa 1.0)",
     ),
     "resample": (
@@ -37,8 +38,8 @@ ACCELERATED: dict[str, tuple[str, ...]] = {
         "polyphase on data that is not float32 or float64, or rates above MAX_SAMPLE_RATE",
     ),
     "get_duration": (
-        "a file the native decoder cannot read, or a container librosa does not read with "
-        "soundfile",
+        "a file the native decoder cannot read, Ogg Vorbis, or a container librosa does not "
+        "read with soundfile",
         "the deprecated filename= (librosa 0.10, 0.11)",
     ),
     "stft": (),
