@@ -152,6 +152,8 @@ def test_reference_function_without_keepdims(stereo_power: np.ndarray) -> None:
 def test_to_mono_follows_the_release(rng: np.random.Generator) -> None:
     stereo = rng.standard_normal((2, 1000))
     _same_outcome(lambda: librosa.to_mono(stereo), lambda: real.to_mono(stereo))
+    empty = np.zeros((2, 0), np.float32)
+    _same_outcome(lambda: librosa.to_mono(empty), lambda: real.to_mono(empty))
     if not ON_1_0:
         return
     a, b = rng.standard_normal(1000), rng.standard_normal((2, 700)).astype(np.float32)
@@ -160,6 +162,8 @@ def test_to_mono_follows_the_release(rng: np.random.Generator) -> None:
             lambda k=kwargs: librosa.to_mono(a, b, **k), lambda k=kwargs: real.to_mono(a, b, **k)
         )
         assert got.dtype == np.float64
+    for empty in (np.zeros(0), np.zeros((2, 0), np.float32)):
+        _same_outcome(lambda e=empty: librosa.to_mono(e), lambda e=empty: real.to_mono(e))
     out = np.full(1000, 5.0)
     assert librosa.to_mono(a, b, norm=False, out=out) is out
     np.testing.assert_array_equal(out, real.to_mono(a, b, norm=False))

@@ -104,7 +104,7 @@ def to_mono(
         output[:n] += part[:n]
     if norm:
         output /= len(signals)
-    if late_scan and not (np.isfinite(np.max(output)) and np.isfinite(np.min(output))):
+    if late_scan and output.size and not (np.isfinite(output.max()) and np.isfinite(output.min())):
         for y in signals:
             _audio(y)
     return output
