@@ -115,21 +115,35 @@ step "python lint and types"
 "$VENV/bin/ruff" format --check python tests benches
 "$VENV/bin/mypy" python/agl_fast
 
-step "librosa 0.11.0's own tests (for tests/test_librosa_suite.py)"
-# The PyPI sdist carries librosa's test modules, not the librosa-test-data
-# fixtures (a separate repository): without them, the cases that need no
-# fixture run. Laid down once into the cache.
-LIBROSA_SUITE="$CACHE/librosa-0.11.0"
-if [ ! -f "$LIBROSA_SUITE/tests/test_core.py" ]; then
-  TMP_SDIST=$(mktemp -d)
-  if "$PY" -m pip download -q --no-deps --no-binary :all: librosa==0.11.0 -d "$TMP_SDIST"; then
-    mkdir -p "$LIBROSA_SUITE"
-    tar xzf "$TMP_SDIST"/librosa-0.11.0.tar.gz -C "$LIBROSA_SUITE" --strip-components=1 \
-      librosa-0.11.0/tests || echo "the librosa sdist has no tests/: tests/test_librosa_suite.py will skip"
-  else
-    echo "could not download the librosa 0.11.0 sdist: tests/test_librosa_suite.py will skip"
+step "librosa's own suites with their reference data (librosa 0.11 and 1.0)"
+# librosa's tests and the librosa-test-data fixtures are laid out in
+# ../shared/librosa-suite beside the checkout (or $AGL_FAST_LIBROSA_SUITE).
+# tests/test_librosa_suite_installed.py runs the suite of the librosa it
+# finds, plain and with agl-fast installed, case by case, and prints the
+# per-module table: librosa 0.11's in the pytest step below (the default
+# environment), librosa 1.0.0's here, in its own Python 3.12 environment
+# ($CACHE/venv-librosa1, built once from requirements/librosa1.txt and
+# stamped with its hash), with tests/test_compat_librosa_versions.py.
+export AGL_FAST_LIBROSA_SUITE=${AGL_FAST_LIBROSA_SUITE:-$(cd "$ROOT/.." && pwd)/shared/librosa-suite}
+LR1_VENV="$CACHE/venv-librosa1"
+PY312=$(command -v python3.12 || true)
+if [ -z "$PY312" ]; then
+  for cand in "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python; do
+    [ -x "$cand" ] && PY312=$cand
+  done
+fi
+if [ -z "$PY312" ] && [ ! -x "$LR1_VENV/bin/python" ]; then
+  echo "SKIPPED: librosa 1.0's suite needs Python 3.12 (no python3.12 on PATH nor in pyenv)"
+else
+  [ -x "$LR1_VENV/bin/python" ] || "$PY312" -m venv "$LR1_VENV"
+  LR1_STAMP=$(sha256sum requirements/librosa1.txt | cut -d' ' -f1)
+  if [ "$(cat "$LR1_VENV/.agl-fast-requirements" 2>/dev/null)" != "$LR1_STAMP" ]; then
+    "$LR1_VENV/bin/python" -m pip install -q -r requirements/librosa1.txt
+    echo "$LR1_STAMP" > "$LR1_VENV/.agl-fast-requirements"
   fi
-  rm -rf "$TMP_SDIST"
+  "$LR1_VENV/bin/python" -m pip install -q --no-deps --force-reinstall "$WHEEL"
+  "$LR1_VENV/bin/python" -m pytest -q -p no:cacheprovider \
+    tests/test_compat_librosa_versions.py tests/test_librosa_suite_installed.py
 fi
 
 step "pytest"

@@ -1,13 +1,12 @@
 """librosa 0.11.0's own tests for the functions agl_fast.compat.librosa
-covers, run with the compat functions swapped into ``librosa``.
+covers, run with the compat functions swapped into ``librosa``: each must
+pass (or fail as librosa marks it to).
 
-The suite is read from ``$AGL_FAST_CACHE/librosa-0.11.0`` (default
-``~/.cache/agl-fast``), laid down by ``scripts/test.sh`` from the PyPI sdist
-of librosa 0.11.0, whose ``tests/`` holds the test modules but not the
-``librosa-test-data`` fixtures (a separate repository: MATLAB references and
-audio files). Without the fixtures only the cases that need none run; with
-them (``tests/data`` filled from a librosa-test-data checkout) every case of
-the 45 test functions runs. Nothing is downloaded here.
+The suite and the librosa-test-data fixtures (MATLAB references and audio
+files) are read from ``../shared/librosa-suite`` beside the checkout
+(``$AGL_FAST_LIBROSA_SUITE`` elsewhere), as
+``tests/test_librosa_suite_installed.py`` reads them. Nothing is downloaded
+here.
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from test_librosa_suite_installed import RELEASE, SUITES, prepare
+
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = (
-    Path(os.environ.get("AGL_FAST_CACHE", Path.home() / ".cache" / "agl-fast")) / "librosa-0.11.0"
-)
 
 # librosa 0.11.0's test functions for the covered functions (the 45 of the
 # original eight functions give 576 cases with the fixtures; mfcc and
@@ -85,15 +83,13 @@ WITH_DATA = [
 ]
 
 
-def test_librosa_own_tests_pass_on_the_compat_layer() -> None:
-    tests = SUITE / "tests"
-    if not (tests / "test_core.py").is_file():
-        pytest.skip(
-            f"librosa 0.11.0's tests are not laid down in {tests} "
-            "(scripts/test.sh extracts them from the PyPI sdist)"
-        )
-    have_data = (tests / "data" / "core-stft-001.mat").is_file()
-    selected = NO_DATA + (WITH_DATA if have_data else [])
+def test_librosa_own_tests_pass_on_the_compat_layer(tmp_path: Path) -> None:
+    if RELEASE != "v0.11.0":
+        pytest.skip(f"these are librosa 0.11.0's test ids; the running librosa is {RELEASE}")
+    if not (SUITES / RELEASE / "tests" / "test_core.py").is_file():
+        pytest.skip(f"librosa's suite {RELEASE} is not at {SUITES} (set AGL_FAST_LIBROSA_SUITE)")
+    suite = prepare(tmp_path)
+    selected = NO_DATA + WITH_DATA
     # agl_fast as this test process imports it (the installed package, or
     # the source tree when that is how the suite runs), plus the plugin.
     import agl_fast
@@ -119,7 +115,7 @@ def test_librosa_own_tests_pass_on_the_compat_layer() -> None:
             "ignore::DeprecationWarning",
         ]
         + [f"tests/{t}" for t in selected],
-        cwd=SUITE,
+        cwd=suite,
         env=env,
         capture_output=True,
         text=True,

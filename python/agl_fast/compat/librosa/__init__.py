@@ -72,6 +72,14 @@ _FILES = ("feature", "filters")
 def __getattr__(name: str) -> Any:
     """The top-level functions (:mod:`._toplevel`, imported on first use),
     the ``feature`` and ``filters`` submodules, then librosa's own objects."""
+    if name == "__version__":
+        # the installed librosa's version, as ``librosa.__version__``
+        from . import _version
+
+        if _version.TEXT is None:
+            raise AttributeError(name)
+        globals()[name] = _version.TEXT
+        return _version.TEXT
     if name.startswith("__"):
         raise AttributeError(name)
     if name in _FILES:

@@ -24,6 +24,7 @@ from ... import features as _f
 from ..._internal import args as _args
 from ...dsp.params import CENTER, N_FFT, PAD_MODE, WINDOW
 from ...exceptions import ParameterError
+from . import _accept
 from ._errors import librosa_api
 from ._spectral import magnitude
 
@@ -236,6 +237,6 @@ def spectral_contrast(
         contiguous = rows.size > 0 and rows[-1] - rows[0] + 1 == rows.size
         sub = S[..., rows[0] : rows[-1] + 1, :] if contiguous else S[..., rows, :]
         valley[..., k, :], peak[..., k, :] = _band_means(sub, idx)
-    if _args.flag("linear", linear):
+    if _accept.flag(linear):
         return peak - valley  # type: ignore[no-any-return]
     return power_to_db(peak) - power_to_db(valley)  # type: ignore[no-any-return]

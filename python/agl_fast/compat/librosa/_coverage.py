@@ -24,11 +24,17 @@ def log_debug(message: str, *args: object) -> None:
 
 #: librosa name (relative to ``librosa``) -> the cases handed to librosa
 #: itself (each also a reason recorded when it happens). Every other call
-#: runs agl-fast.
+#: runs agl-fast. Every name also hands over an argument the native path
+#: does not read the way librosa does (a number that is not a plain Python
+#: or numpy number, a count that is not an integer): librosa then takes it
+#: or raises its own error.
 ACCELERATED: dict[str, tuple[str, ...]] = {
     "load": (
         "a file-like object or other non-path input",
         "a file the native decoder cannot read (a container it does not know)",
+        "a container librosa does not read with soundfile (MP4/M4A, Matroska, ...)",
+        "Ogg Vorbis (the native decoder's samples differ from libvorbis's by up to 2e-7)",
+        "a negative offset (from the end of the file in librosa 1.0)",
     ),
     "resample": (
         "res_type other than polyphase: soxr_hq (librosa's default) and the other soxr "
@@ -36,12 +42,22 @@ ACCELERATED: dict[str, tuple[str, ...]] = {
         "non-integer rates or fix_length keywords",
         "polyphase on data that is not float32 or float64, or rates above MAX_SAMPLE_RATE",
     ),
-    "get_duration": ("a file the native decoder cannot read",),
+    "get_duration": (
+        "a file the native decoder cannot read, Ogg Vorbis, or a container librosa does not "
+        "read with soundfile",
+        "the deprecated filename= (librosa 0.10, 0.11)",
+    ),
     "stft": (),
-    "power_to_db": (),
-    "amplitude_to_db": (),
-    "feature.melspectrogram": (),
-    "feature.mfcc": (),
+    "power_to_db": (
+        "a reference array that is not one value (per channel)",
+        "axes= other than the last two axes or all of them (librosa 1.0)",
+    ),
+    "amplitude_to_db": (
+        "a reference array that is not one value (per channel)",
+        "axes= other than the last two axes or all of them (librosa 1.0)",
+    ),
+    "feature.melspectrogram": ("keywords librosa.filters.mel does not name",),
+    "feature.mfcc": ("mel_norm= (librosa 0.10, where it is a filter keyword)",),
     "feature.rms": (),
     "feature.spectral_flatness": (),
     "feature.spectral_centroid": (),

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..._internal import args as _args
 from ...dsp.params import N_FFT
 from ...exceptions import ParameterError
+from . import _accept
 from ._errors import librosa_api
 
 __all__ = ["split", "trim"]
@@ -29,7 +29,7 @@ def _nonsilent(
     from . import amplitude_to_db
     from .feature import rms
 
-    top_db = _args.real("top_db", top_db)
+    top_db = _accept.real("top_db", top_db)
     if not callable(aggregate):
         raise ParameterError(f"aggregate must be a function, got {type(aggregate).__name__}")
     mse = rms(y=y, frame_length=frame_length, hop_length=hop_length)

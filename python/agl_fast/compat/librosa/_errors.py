@@ -19,6 +19,20 @@ from ._coverage import ACCELERATED, record_call
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class HandOver(Exception):
+    """Raised inside an accelerated function, before it has computed or
+    written anything, for a call that librosa must answer itself (an
+    argument of a type or value the native path does not take, a
+    behaviour of the followed librosa release it does not implement).
+    :func:`librosa_api` catches it and makes the same call on librosa's own
+    function, counted with :attr:`reason` in ``coverage()``; librosa then
+    returns its own result or raises its own error."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 @functools.cache
 def _librosa_parameter_error() -> type[Exception] | None:
     try:
@@ -103,7 +117,8 @@ def argument_error(name: str, exc: BaseException) -> ParameterError:
 
 def librosa_api(fn: F) -> F:
     """Decorator: a :class:`ParameterError` leaving ``fn`` is also librosa's;
-    each call is counted (:func:`agl_fast.compat.librosa.coverage`)."""
+    each call is counted (:func:`agl_fast.compat.librosa.coverage`); a
+    :class:`HandOver` raised by ``fn`` sends the call to librosa."""
 
     where = fn.__module__.removeprefix(str(__package__)).lstrip(".")
     name = f"{where}.{fn.__name__}" if where else fn.__name__
@@ -114,7 +129,12 @@ def librosa_api(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         record_call(name)
         try:
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except HandOver as over:
+                from ._fallback import handed_over
+
+                return handed_over(name, over.reason)(*args, **kwargs)
         except ParameterError as exc:
             converted = as_librosa(exc)
             if converted is exc:

@@ -17,6 +17,7 @@ import numpy as np
 from ..._internal import args as _args
 from ...dsp.params import CENTER, N_FFT
 from ...exceptions import ParameterError
+from . import _accept
 from ._errors import librosa_api
 
 __all__ = ["onset_strength", "onset_strength_multi"]
@@ -85,10 +86,10 @@ def onset_strength_multi(
         )(y=y, sr=sr, S=S, n_fft=n_fft, hop_length=hop_length, lag=lag, max_size=max_size,
           ref=ref, detrend=detrend, center=center, feature=feature, aggregate=aggregate,
           channels=channels, **kwargs)  # fmt: skip
-    sr = _args.real("sr", sr)
+    sr = _accept.real("sr", sr)
     lag = _positive_int("lag", lag)
     max_size = _positive_int("max_size", max_size)
-    detrend, center = _args.flag("detrend", detrend), _args.flag("center", center)
+    detrend, center = _accept.flag(detrend), _accept.flag(center)
     if feature is None:
         feature = _feature.melspectrogram
         kwargs.setdefault("fmax", 0.5 * sr)

@@ -20,6 +20,7 @@ from ... import features as _f
 from ..._internal import args as _args
 from ...dsp.params import CENTER, N_FFT, PAD_MODE, WINDOW
 from ...exceptions import ParameterError
+from . import _accept
 from ._errors import librosa_api
 
 __all__ = [
@@ -71,7 +72,7 @@ def _check(S: np.ndarray, what: str) -> None:
 
 
 def _rate(sr: Any) -> float:
-    sr = _args.real("sr", sr)
+    sr = _accept.real("sr", sr)
     if not (np.isfinite(sr) and sr > 0):
         raise ParameterError(f"sr={sr!r} must be a positive, finite sample rate")
     return float(sr)
@@ -156,7 +157,7 @@ def spectral_bandwidth(
     p: float = 2,
 ) -> np.ndarray:
     """``librosa.feature.spectral_bandwidth``: ``[shape=(..., 1, t)]`` in Hz."""
-    sr, p, norm = _rate(sr), _args.real("p", p), _args.flag("norm", norm)
+    sr, p, norm = _rate(sr), _accept.real("p", p), _accept.flag(norm)
     if not (np.isfinite(p) and p > 0):
         raise ParameterError(f"p={p!r} must be a positive, finite exponent")
     S, n_fft = magnitude(y, S, n_fft, hop_length, win_length, window, center, pad_mode)
@@ -201,7 +202,7 @@ def spectral_rolloff(
     roll_percent: float = 0.85,
 ) -> np.ndarray:
     """``librosa.feature.spectral_rolloff``: ``[shape=(..., 1, t)]`` in Hz."""
-    roll_percent, sr = _args.real("roll_percent", roll_percent), _rate(sr)
+    roll_percent, sr = _accept.real("roll_percent", roll_percent), _rate(sr)
     if not 0.0 < roll_percent < 1.0:
         raise ParameterError("roll_percent must lie in the range (0, 1)")
     S, n_fft = magnitude(y, S, n_fft, hop_length, win_length, window, center, pad_mode)
@@ -275,7 +276,7 @@ def zero_crossing_rate(
     y = _audio(y)
     frame_length = _args.count("frame_length", frame_length)
     hop_length = _args.count("hop_length", hop_length)
-    center = _args.flag("center", center)
+    center = _accept.flag(center)
     if frame_length > _MAX_FRAME:
         raise ParameterError(f"frame_length={frame_length} exceeds {_MAX_FRAME} samples")
     unknown = set(kwargs) - {"threshold", "ref_magnitude", "pad", "zero_pos"}
@@ -286,9 +287,9 @@ def zero_crossing_rate(
         return handed_over(  # type: ignore[no-any-return]
             "feature.zero_crossing_rate", "a ref_magnitude function other than np.max"
         )(y, frame_length=frame_length, hop_length=hop_length, center=center, **kwargs)
-    threshold = _args.real("threshold", kwargs.get("threshold", 1e-10))
-    pad = _args.flag("pad", kwargs.get("pad", False))
-    zero_pos = _args.flag("zero_pos", kwargs.get("zero_pos", True))
+    threshold = _accept.real("threshold", kwargs.get("threshold", 1e-10))
+    pad = _accept.flag(kwargs.get("pad", False))
+    zero_pos = _accept.flag(kwargs.get("zero_pos", True))
     if center:
         half = frame_length // 2
         y = np.pad(y, [(0, 0)] * (y.ndim - 1) + [(half, half)], mode="edge")
@@ -299,7 +300,7 @@ def zero_crossing_rate(
     covered = y[..., : (frames - 1) * hop_length + frame_length]
     if ref is not None:
         scale = (
-            float(np.max(np.abs(covered))) if callable(ref) else _args.real("ref_magnitude", ref)
+            float(np.max(np.abs(covered))) if callable(ref) else _accept.real("ref_magnitude", ref)
         )
         threshold = threshold * scale
     key = _sign_key(covered, threshold, zero_pos)

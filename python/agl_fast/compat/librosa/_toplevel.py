@@ -25,7 +25,8 @@ from ...dsp.stft import pad_outside as _pad_outside
 from ...dsp.stft import stft_double as _stft_double
 from ...exceptions import AudioDecodeError
 from ...exceptions import ParameterError as _ParameterError
-from ._errors import librosa_api
+from . import _accept, _db, _version
+from ._errors import HandOver, librosa_api
 from ._fallback import handed_over
 from ._resample import resample_poly as _resample_poly
 
@@ -106,7 +107,7 @@ def stft(
     frames), and it must be complex.
     """
     y = _audio(y)
-    center = _args.flag("center", center)
+    center = _accept.flag(center)
     pad_mode = _args.text("pad_mode", pad_mode)
     if dtype is not None:
         _args.dtype("dtype", dtype)
@@ -164,32 +165,6 @@ def stft(
     return target
 
 
-def _to_db(
-    name: str,
-    S: Any,
-    ref: float | Callable[..., Any],
-    amin: float,
-    top_db: float | None,
-    amplitude: bool,
-) -> Any:
-    S = np.asarray(S)
-    if np.iscomplexobj(S):
-        warnings.warn(
-            f"{name} was called on complex input so phase information will be discarded. "
-            f"To suppress this warning, call {name}(np.abs(S)) instead.",
-            UserWarning,
-            stacklevel=4,
-        )
-        S = np.abs(S)
-    fn = _f.amplitude_to_db if amplitude else _f.power_to_db
-    if S.ndim > 1 and S.flags.f_contiguous and not S.flags.c_contiguous:
-        # librosa's spectrograms are Fortran-ordered: convert the C-ordered
-        # transpose (an elementwise map with whole-array ref/top_db, so the
-        # same values) instead of copying into C order, and keep the layout
-        return fn(S.T, ref=ref, amin=amin, top_db=top_db).T
-    return fn(S, ref=ref, amin=amin, top_db=top_db)
-
-
 @librosa_api
 def power_to_db(
     S: Any,
@@ -198,9 +173,10 @@ def power_to_db(
     amin: float = 1e-10,
     top_db: float | None = 80.0,
 ) -> Any:
-    """``librosa.power_to_db`` over the whole array; scalars, 0-d arrays and
-    Python numbers give a 0-d result, float64 in gives float64 out."""
-    return _to_db("power_to_db", S, ref, amin, top_db, False)
+    """``librosa.power_to_db`` (0.10, 0.11) over the whole array; scalars,
+    0-d arrays and Python numbers give a numpy scalar, float64 in gives float64
+    out. librosa 1.0's form, with ``axes=``, is :func:`._v1.power_to_db`."""
+    return _db.whole("power_to_db", S, ref, amin, top_db)
 
 
 @librosa_api
@@ -211,12 +187,36 @@ def amplitude_to_db(
     amin: float = 1e-5,
     top_db: float | None = 80.0,
 ) -> Any:
-    """``librosa.amplitude_to_db`` over the whole array (see :func:`power_to_db`)."""
-    return _to_db("amplitude_to_db", S, ref, amin, top_db, True)
+    """``librosa.amplitude_to_db`` (0.10, 0.11) over the whole array (see
+    :func:`power_to_db`)."""
+    return _db.whole("amplitude_to_db", S, ref, amin, top_db)
 
 
 def _is_path(path: Any) -> bool:
     return isinstance(path, (str, os.PathLike))
+
+
+#: File extensions of the containers the drop-in decodes natively: those
+#: librosa reads through soundfile (libsndfile) whose native decode agrees
+#: with libsndfile's within the tolerance of librosa's own tests. librosa
+#: reads other containers (MP4/M4A, Matroska, ...) with audioread (another
+#: decoder) until 0.11 and not at all from 1.0; the native Vorbis decoder's
+#: samples differ from libvorbis's by up to 2e-7, which librosa 1.0's own
+#: tests (``stream`` against ``load``) do not accept: such files go to
+#: librosa (:func:`_native_container`).
+NATIVE_EXTENSIONS = (".wav", ".wave", ".flac", ".mp3")
+
+
+def _native_container(path: Any) -> None:
+    """Raise :class:`HandOver` for a file the drop-in leaves to librosa."""
+    name = os.fsdecode(path).lower()
+    if name.endswith(NATIVE_EXTENSIONS):
+        return
+    if name.endswith((".ogg", ".oga")):
+        raise HandOver(
+            "Ogg Vorbis: the native decoder's samples differ from libvorbis's by up to 2e-7"
+        )
+    raise HandOver(f"librosa reads {os.fspath(path)!r} without soundfile, or not at all")
 
 
 @librosa_api
@@ -241,17 +241,18 @@ def load(
     """
     from ... import audio
 
-    mono = _args.flag("mono", mono)
-    sr = _args.opt_real("sr", sr)
-    offset = _args.real("offset", offset)
-    duration = _args.opt_real("duration", duration)
+    mono = _accept.flag(mono)
+    target = sr  # returned as given, as librosa does
+    sr = _accept.opt_real("sr", sr)
+    offset = _accept.real("offset", offset)
+    duration = _accept.opt_real("duration", duration)
     _args.dtype("dtype", dtype)
     res_type = _args.choice("res_type", res_type, LIBROSA_RES_TYPES)
-    if not _is_path(path) and not hasattr(path, "read") and not hasattr(path, "read_data"):
-        raise _ParameterError(
-            "path must be a file path, a file-like object or an audioread object, "
-            f"got a {type(path).__name__}"
-        )
+    if not _is_path(path):
+        raise HandOver(f"a {type(path).__name__} input is not a file path")
+    if offset < 0:
+        raise HandOver("a negative offset (from the end of the file in librosa 1.0)")
+    _native_container(path)
     kwargs = {
         "sr": sr,
         "mono": mono,
@@ -260,10 +261,6 @@ def load(
         "dtype": dtype,
         "res_type": res_type,
     }
-    if not _is_path(path):
-        return handed_over("load", f"a {type(path).__name__} input is not a file path")(  # type: ignore[no-any-return]
-            path, **kwargs
-        )
     if sr is not None and (not np.isfinite(sr) or sr <= 0):
         raise _ParameterError(f"sr={sr} must be a positive, finite sample rate")
     try:
@@ -282,8 +279,7 @@ def load(
         )
     if sr is not None and out_sr != sr:
         y = resample(y, orig_sr=out_sr, target_sr=sr, res_type=res_type)
-        return y.astype(dtype, copy=False), sr
-    return y.astype(dtype, copy=False), out_sr
+    return y.astype(dtype, copy=False), out_sr if target is None else target
 
 
 def _check_conversion(orig_sr: float, target_sr: float) -> None:
@@ -345,11 +341,11 @@ def resample(
     (see :func:`coverage`)."""
     # The values are scanned below, or by librosa on a hand-over.
     y = _audio(y, finite=False)
-    orig_sr = _args.real("orig_sr", orig_sr)
-    target_sr = _args.real("target_sr", target_sr)
+    orig_sr = _accept.real("orig_sr", orig_sr)
+    target_sr = _accept.real("target_sr", target_sr)
     res_type = _args.choice("res_type", res_type, LIBROSA_RES_TYPES)
-    fix = _args.flag("fix", fix)
-    scale = _args.flag("scale", scale)
+    fix = _accept.flag(fix)
+    scale = _accept.flag(scale)
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
         raise _ParameterError(f"axis must be an integer, got axis={axis!r}")
     if not -y.ndim <= axis < y.ndim:
@@ -390,6 +386,16 @@ def resample(
     return np.asarray(np.moveaxis(out, -1, axis), dtype=y.dtype)
 
 
+class _Deprecated:
+    """The default of an argument librosa deprecated (``filename``)."""
+
+    def __repr__(self) -> str:
+        return "<DEPRECATED parameter>"
+
+
+_DEPRECATED = _Deprecated()
+
+
 @librosa_api
 def get_duration(
     *,
@@ -400,15 +406,30 @@ def get_duration(
     hop_length: int = 512,
     center: bool = _CENTER,
     path: Any = None,
+    filename: Any = _DEPRECATED,
 ) -> float:
-    """``librosa.get_duration`` of a file (from its header where that states
-    the length, else decoded here; a container the decoder does not read
-    goes to librosa), a spectrogram or a buffer."""
+    """``librosa.get_duration`` (0.10, 0.11) of a file (from its header
+    where that states the length, else decoded here; a container librosa
+    does not read with soundfile goes to librosa), a spectrogram or a
+    buffer. The deprecated ``filename`` is handed to librosa, which warns.
+    librosa 1.0's form is :func:`._v1.get_duration`."""
+    if filename is not _DEPRECATED:
+        raise HandOver("the deprecated filename= argument")
+    return duration_of(y, sr, S, n_fft, hop_length, center, path)
+
+
+def duration_of(
+    y: Any, sr: Any, S: Any, n_fft: Any, hop_length: Any, center: Any, path: Any
+) -> float:
+    """The seconds of ``get_duration`` (every librosa release)."""
     from ... import audio
 
-    sr = _args.real("sr", sr)
-    center = _args.flag("center", center)
+    sr = _accept.real("sr", sr)
+    center = _accept.flag(center)
     if path is not None:
+        if not _is_path(path):
+            raise HandOver(f"a {type(path).__name__} input is not a file path")
+        _native_container(path)
         try:
             return audio.duration(path)
         except AudioDecodeError as exc:
@@ -438,6 +459,15 @@ def get_duration(
 
 from ._istft import istft  # noqa: E402
 from ._utility import pcen, to_mono  # noqa: E402
+
+if _version.at_least(1, 0):
+    # librosa 1.0's forms of the names whose signature or meaning changed
+    from . import _v1
+
+    power_to_db = _v1.power_to_db  # type: ignore[assignment]
+    amplitude_to_db = _v1.amplitude_to_db  # type: ignore[assignment]
+    to_mono = _v1.to_mono  # type: ignore[assignment]
+    get_duration = _v1.get_duration  # type: ignore[assignment]
 
 # The functions defined here are the package's public names (served by its
 # __getattr__): they say so, as they did when they lived in __init__.

@@ -113,7 +113,7 @@ def to_mono(y: np.ndarray) -> np.ndarray:
     np.true_divide(mono, math.prod(y.shape[:-1]), out=mono, casting="unsafe")
     # non-finite input gives a non-finite mean (NaN and infinity reach the
     # extremes); a non-finite mean of finite input overflowed: check y itself
-    if not (np.isfinite(np.max(mono)) and np.isfinite(np.min(mono))):
+    if mono.size and not (np.isfinite(np.max(mono)) and np.isfinite(np.min(mono))):
         _audio(y)
     return mono  # type: ignore[no-any-return]
 

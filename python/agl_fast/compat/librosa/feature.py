@@ -8,6 +8,7 @@ Audio (``y=``) goes through the Rust kernels; a precomputed spectrogram
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any
 
 import numpy as np
@@ -19,8 +20,9 @@ from ...dsp.params import N_FFT as _N_FFT
 from ...dsp.params import PAD_MODE as _PAD_MODE
 from ...dsp.params import WINDOW as _WINDOW
 from ...exceptions import ParameterError
+from . import _accept, _version
 from ._chroma import chroma_stft, spectral_contrast
-from ._errors import librosa_api
+from ._errors import HandOver, librosa_api
 from ._fallback import module_getattr
 from ._spectral import (
     spectral_bandwidth,
@@ -29,6 +31,7 @@ from ._spectral import (
     zero_crossing_rate,
 )
 from ._utility import delta
+from .filters import mel as mel_filters
 
 __all__ = [
     "chroma_stft",
@@ -67,33 +70,25 @@ def melspectrogram(
     center: bool = _CENTER,
     pad_mode: str = _PAD_MODE,
     power: float = 2.0,
-    n_mels: int = 128,
-    fmin: float = 0.0,
-    fmax: float | None = None,
-    htk: bool = False,
-    norm: Any = "slaney",
-    dtype: Any = np.float32,
+    **kwargs: Any,
 ) -> np.ndarray:
-    """``librosa.feature.melspectrogram``: ``[shape=(..., n_mels, t)]``.
+    """``librosa.feature.melspectrogram``: ``[shape=(..., n_mels, t)]``;
+    ``kwargs`` are those of :func:`.filters.mel` (``n_mels``, ``fmin``,
+    ``fmax``, ``htk``, ``norm``, ``dtype``), others go to librosa.
 
     float64 audio gives float64 (as librosa: a float64 power spectrogram
     projected on the float32 mel basis)."""
     from . import filters
 
-    power = _args.real("power", power)
-    _args.dtype("dtype", dtype)
+    unknown = sorted(set(kwargs) - set(_MEL_DEFAULTS))
+    if unknown:
+        raise HandOver(f"filter keywords {unknown} that librosa.filters.mel does not name")
+    mel = {**_MEL_DEFAULTS, **kwargs}
+    power, center = _accept.real("power", power), _accept.flag(center)
+    _args.dtype("dtype", mel["dtype"])
     if S is not None:
         S = _spectrum(S)
-        basis = filters.mel(
-            sr=sr,
-            n_fft=2 * (S.shape[-2] - 1),
-            n_mels=n_mels,
-            fmin=fmin,
-            fmax=fmax,
-            htk=htk,
-            norm=norm,
-            dtype=dtype,
-        )
+        basis = filters.mel(sr=sr, n_fft=2 * (S.shape[-2] - 1), **mel)
         return np.einsum("...ft,mf->...mt", S, basis, optimize=True)  # type: ignore[no-any-return]
     if y is None:
         raise ParameterError("Input signal must be provided: give y or S")
@@ -110,12 +105,20 @@ def melspectrogram(
         center=center,
         pad_mode=pad_mode,
         power=power,
-        n_mels=n_mels,
-        fmin=fmin,
-        fmax=fmax,
-        htk=htk,
-        norm=norm,
+        n_mels=_accept.count("n_mels", mel["n_mels"]),
+        fmin=_accept.real("fmin", mel["fmin"]),
+        fmax=_accept.opt_real("fmax", mel["fmax"]),
+        htk=_accept.flag(mel["htk"]),
+        norm=mel["norm"],
     )
+
+
+#: librosa.filters.mel's keyword defaults, from its signature.
+_MEL_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(mel_filters).parameters.items()
+    if p.default is not p.empty
+}
 
 
 @functools.cache
@@ -152,9 +155,9 @@ def mfcc(
     """
     from . import power_to_db
 
-    lifter = _args.real("lifter", lifter)
+    lifter = _accept.real("lifter", lifter)
     if mel_norm is not None and not (isinstance(mel_norm, str) and mel_norm == "slaney"):
-        p = _args.real("mel_norm", mel_norm)
+        p = _accept.real("mel_norm", mel_norm)
         if not p > 0:
             raise ParameterError(f"mel_norm must be 'slaney', None or a p > 0, got mel_norm={p}")
     if S is None:
@@ -259,8 +262,8 @@ def spectral_flatness(
     ``S`` is a magnitude spectrogram."""
     from ... import quality
 
-    amin = _args.real("amin", amin)
-    power = _args.real("power", power)
+    amin = _accept.real("amin", amin)
+    power = _accept.real("power", power)
     if not (np.isfinite(amin) and amin > 0):
         raise ParameterError(f"amin={amin} must be strictly positive")
     if S is None:
@@ -292,3 +295,11 @@ def spectral_flatness(
 
 
 __getattr__ = module_getattr("feature", {})
+
+#: The 0.11 form of ``mfcc`` (with ``mel_norm``), whatever the series.
+mfcc_with_mel_norm = mfcc
+
+if not _version.at_least(0, 11):
+    from . import _v010
+
+    mfcc = _v010.mfcc  # type: ignore[assignment]

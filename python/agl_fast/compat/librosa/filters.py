@@ -10,6 +10,7 @@ import numpy as np
 from ... import features as _f
 from ..._internal import args as _args
 from ...exceptions import ParameterError
+from . import _accept
 from ._errors import librosa_api
 from ._fallback import module_getattr
 
@@ -32,6 +33,15 @@ def mel(
 
     Warns, as librosa, when a band above 0 Hz has no FFT bin in it."""
     dtype = _args.dtype("dtype", dtype)
+    # librosa reads its numbers as numpy does and the flag by its truth
+    # value (the MATLAB fixtures of its tests pass numpy scalars)
+    sr, fmin, fmax = (
+        _accept.real("sr", sr),
+        _accept.real("fmin", fmin),
+        _accept.opt_real("fmax", fmax),
+    )
+    n_fft, n_mels = _accept.count("n_fft", n_fft), _accept.count("n_mels", n_mels)
+    htk = _accept.flag(htk)
     if isinstance(norm, str) and norm != "slaney":
         raise ParameterError(f"Unsupported norm={norm}")
     weights = _f.mel_filterbank(

@@ -8,6 +8,9 @@ Enable it with ``pytest -p agl_fast.compat.librosa.pytest_plugin``:
 * the ``librosa_accelerated`` fixture does it for one test, with the
   counters set to zero, and yields :func:`~agl_fast.compat.librosa.coverage`
   (call it for the counters so far).
+
+Under pytest-xdist (``-n``) each worker patches its own librosa and sends
+its counters to the controller, whose summary adds them up.
 """
 
 from __future__ import annotations
@@ -62,13 +65,40 @@ def pytest_runtest_call(item: Any) -> Iterator[None]:
         _CASES["(any)"] += any(n > 0 for n in ran.values())
 
 
+#: Counters received from pytest-xdist workers: accelerated calls, calls
+#: handed to librosa, lookups of librosa's own names.
+_WORKERS: Counter[str] = Counter()
+
+
+def _totals() -> Counter[str]:
+    cov = coverage()
+    return Counter(
+        accelerated=cov.accelerated_calls,
+        handed=sum(cov.fallbacks.values()),
+        lookups=sum(cov.librosa_names.values()),
+    )
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and session.config.getoption("--agl-librosa"):
+        workeroutput["agl_fast_librosa"] = {"totals": dict(_totals()), "cases": dict(_CASES)}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    sent = getattr(node, "workeroutput", {}).get("agl_fast_librosa")
+    if sent:
+        _WORKERS.update(sent["totals"])
+        _CASES.update(sent["cases"])
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
     if config.getoption("--agl-librosa"):
-        cov = coverage()
-        handed = sum(cov.fallbacks.values())
+        totals = _totals() + _WORKERS
         terminalreporter.write_line(
-            f"agl-fast: {cov.accelerated_calls} librosa calls accelerated, {handed} handed "
-            f"to librosa, {sum(cov.librosa_names.values())} lookups of librosa's own names"
+            f"agl-fast: {totals['accelerated']} librosa calls accelerated, {totals['handed']} "
+            f"handed to librosa, {totals['lookups']} lookups of librosa's own names"
         )
         terminalreporter.write_line(
             f"agl-fast: {_CASES['(any)']} test cases ran agl-fast code; per function: "

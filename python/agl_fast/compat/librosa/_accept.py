@@ -1,0 +1,57 @@
+"""Arguments as librosa takes them.
+
+librosa tests flags by their truth value (``if htk:``) and uses numbers as
+numpy does, so ``htk=np.uint8(0)``, ``mono=np.array([[0]])`` or
+``sr=np.float64(22050)`` work there; agl-fast's native API is stricter. The
+compatibility layer reads such values here, the way librosa would, and
+hands any other value to librosa (:class:`~._errors.HandOver`), which then
+accepts it or raises its own error.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from ._errors import HandOver
+
+__all__ = ["count", "flag", "opt_real", "real"]
+
+
+def flag(value: Any) -> bool:
+    """A flag by its truth value, as ``if value:`` in librosa (a numpy
+    array of more than one element raises numpy's ``ValueError``)."""
+    return bool(value)
+
+
+def real(name: str, value: Any) -> float:
+    """A real number (Python's or numpy's, or a 0-d numpy array) as a
+    float; anything else is handed to librosa."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
+        return float(value.reshape(()))
+    if isinstance(value, (numbers.Real, np.bool_)):
+        return float(value)
+    raise HandOver(f"{name}={_short(value)} is not a plain number")
+
+
+def opt_real(name: str, value: Any) -> float | None:
+    """:func:`real`, with ``None`` kept."""
+    return None if value is None else real(name, value)
+
+
+def count(name: str, value: Any) -> int:
+    """A positive integer (Python's or numpy's) as an int; any other value
+    is handed to librosa (which takes some, a float ``n_mels`` in places,
+    and refuses others)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        number = int(value)
+        if number > 0:
+            return number
+    raise HandOver(f"{name}={_short(value)} is not a positive integer")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:60]}..."
