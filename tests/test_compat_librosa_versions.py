@@ -36,8 +36,11 @@ def _real(qual: str) -> Any:
 
 
 def _compat(qual: str) -> Any:
+    """The drop-in's own function (loaded on first use), never librosa's."""
     path, _, name = qual.rpartition(".")
-    return (getattr(librosa, path) if path else librosa).__dict__[name]
+    fn = getattr(getattr(librosa, path) if path else librosa, name)
+    assert fn.__module__.startswith("agl_fast."), (qual, fn.__module__)
+    return fn
 
 
 def _parameters(fn: Callable[..., Any]) -> list[tuple[str, Any, str]]:

@@ -47,6 +47,7 @@ import numpy as np
 from . import _native
 from ._internal.args import array, text
 from ._internal.config import resolve_threads
+from ._internal.decoded import meta_table, samples_column
 from .exceptions import ParameterError, ShapeError
 
 if TYPE_CHECKING:
@@ -357,24 +358,8 @@ def load_many(
         res_type=res_type,
         n_threads=n_threads,
     )
-    import pyarrow as pa
-
-    chans, frames, failed = meta["channels"], meta["frames"], meta["failed"]
-    mask = pa.array(failed)
-    values = pa.array(data, type=pa.float32())
-    if mono or channel is not None:
-        offsets = np.zeros(len(frames) + 1, np.int64)
-        np.cumsum(frames, out=offsets[1:])
-        samples = pa.LargeListArray.from_arrays(pa.array(offsets), values, mask=mask)
-    else:
-        inner_len = np.repeat(frames, chans)
-        inner_off = np.zeros(len(inner_len) + 1, np.int64)
-        np.cumsum(inner_len, out=inner_off[1:])
-        inner = pa.LargeListArray.from_arrays(pa.array(inner_off), values)
-        outer_off = np.zeros(len(chans) + 1, np.int32)
-        np.cumsum(chans, out=outer_off[1:])
-        samples = pa.ListArray.from_arrays(pa.array(outer_off), inner, mask=mask)
-    table = _meta_table(keys, str_paths, meta)
+    samples = samples_column(data, meta, flat=mono or channel is not None)
+    table = meta_table(keys, str_paths, meta)
     return table.add_column(2, "samples", samples)
 
 
@@ -435,7 +420,7 @@ def load_arrays(
     ]
     import pyarrow as pa
 
-    table = _meta_table(keys, str_paths, meta)
+    table = meta_table(keys, str_paths, meta)
     lv, failed = meta["levels"], meta["failed"]
     for k, name in enumerate(("peak", "rms", "clipped_fraction", "peak_fraction")):
         table = table.append_column(name, pa.array(lv[:, k], pa.float64(), mask=failed))
@@ -544,39 +529,6 @@ def _decoded_fraction(
             expected = min(expected, duration)
         out.append(min(1.0, float(n) / sr / expected) if expected > 0 else None)
     return out
-
-
-def _meta_table(
-    keys: Sequence[str], str_paths: list[str | bytes], meta: dict[str, Any]
-) -> pa.Table:
-    """Every column of :func:`load_many`'s table but ``samples``."""
-    import pyarrow as pa
-
-    failed = meta["failed"]
-    frames = meta["frames"]
-    sr_arr = np.asarray(meta["sr"], np.int64)
-    dur = np.where(sr_arr > 0, frames / np.maximum(sr_arr, 1), 0.0)
-
-    def col(v: Any, t: pa.DataType) -> pa.Array:
-        return pa.array(np.asarray(v), t, mask=failed)
-
-    return pa.table(
-        {
-            "key": pa.array(list(keys), pa.string()),
-            "path": pa.array([p if isinstance(p, str) else None for p in str_paths], pa.string()),
-            "sr": col(np.asarray(meta["sr"], np.int64), pa.int64()),
-            "channels": col(meta["channels"], pa.int64()),
-            "frames": col(frames, pa.int64()),
-            "duration": col(dur, pa.float64()),
-            "source_sr": col(np.asarray(meta["source_sr"], np.int64), pa.int64()),
-            "source_channels": col(np.asarray(meta["source_channels"], np.int64), pa.int64()),
-            "truncated": col(meta["truncated"], pa.bool_()),
-            "corrupt_frames": col(np.asarray(meta["corrupt_frames"], np.int64), pa.int64()),
-            "decoded_fraction": pa.array(meta["decoded_fraction"], pa.float64()),
-            "error_type": pa.array(meta["kinds"], pa.string()),
-            "error_message": pa.array(meta["messages"], pa.string()),
-        }
-    )
 
 
 def resample(y: Any, *, orig_sr: int, target_sr: int, res_type: str = "hq") -> np.ndarray:
