@@ -30,6 +30,10 @@ IMPORTS = [
     ("onnxruntime", "onnxruntime", None),
 ]
 TORCH_FAMILY = {"torch", "torchaudio", "torchvision", "transformers", "peft"}
+REMEDY = (
+    f"the tested versions are in requirements/{LOCK.name} "
+    "(AGL_FAST_REINSTALL=1 bash scripts/test.sh installs them)"
+)
 
 
 def pins() -> dict[str, str]:
@@ -51,15 +55,7 @@ def version(dist: str) -> str | None:
 
 def main(argv: list[str]) -> int:
     with_torch = "--no-torch" not in argv
-    locked = pins()
-    for dist, want in sorted(locked.items()):
-        have = version(dist)
-        if have is not None and have != want:
-            print(
-                f"check_env: {dist} {have} is installed but {LOCK.name} pins {dist}=={want}; "
-                f"rebuild the environment (AGL_FAST_REINSTALL=1 bash scripts/test.sh)"
-            )
-            return 1
+    partner_of = {dist: partner for _, dist, partner in IMPORTS}
     for module, dist, partner in IMPORTS:
         if dist in TORCH_FAMILY and not with_torch:
             continue
@@ -67,15 +63,25 @@ def main(argv: list[str]) -> int:
             importlib.import_module(module)
         except Exception as exc:  # any failure to load is the message
             detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-            pair = f"{dist} {version(dist)}"
-            if partner is not None:
-                pair += f" with {partner} {version(partner)}"
+            print(f"check_env: {pair(dist, partner)} does not load ({detail}); {REMEDY}")
+            return 1
+    for dist, want in sorted(pins().items()):
+        have = version(dist)
+        if have is not None and have != want:
             print(
-                f"check_env: {pair} does not load ({detail}); "
-                f"pinned pairs are in requirements/{LOCK.name}"
+                f"check_env: {pair(dist, partner_of.get(dist))} is installed, but "
+                f"{LOCK.name} pins {dist}=={want}; {REMEDY}"
             )
             return 1
     return 0
+
+
+def pair(dist: str, partner: str | None) -> str:
+    """``dist`` and the package it must load with, with their versions."""
+    text = f"{dist} {version(dist)}"
+    if partner is not None and version(partner) is not None:
+        text += f" with {partner} {version(partner)}"
+    return text
 
 
 if __name__ == "__main__":
