@@ -126,12 +126,17 @@ step "librosa's own suites with their reference data (librosa 0.11 and 1.0)"
 # stamped with its hash), with tests/test_compat_librosa_versions.py.
 export AGL_FAST_LIBROSA_SUITE=${AGL_FAST_LIBROSA_SUITE:-$(cd "$ROOT/.." && pwd)/shared/librosa-suite}
 LR1_VENV="$CACHE/venv-librosa1"
-PY312=$(command -v python3.12 || true)
-if [ -z "$PY312" ]; then
-  for cand in "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python; do
-    [ -x "$cand" ] && PY312=$cand
-  done
-fi
+# the first interpreter that really runs as 3.12 (a pyenv shim on PATH may
+# name a version that is not active)
+PY312=""
+for cand in "$(command -v python3.12 || true)" \
+  "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python; do
+  if [ -n "$cand" ] && [ -x "$cand" ] \
+    && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
+    PY312=$cand
+    break
+  fi
+done
 if [ -z "$PY312" ] && [ ! -x "$LR1_VENV/bin/python" ]; then
   echo "SKIPPED: librosa 1.0's suite needs Python 3.12 (no python3.12 on PATH nor in pyenv)"
 else
