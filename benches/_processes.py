@@ -17,7 +17,7 @@ medians over the pairs (one slow or lucky run does not move them).
 from __future__ import annotations
 
 import atexit
-import marshal
+import json
 import os
 import statistics
 import subprocess
@@ -57,10 +57,10 @@ def child_env(pythonpath: str | None = None) -> dict[str, str]:
 #: The launcher: reads (argv, env, cwd, stderr path) records, forks and
 #: execs each, and answers (exit code, wall s, CPU s, peak KiB).
 _LAUNCHER = """
-import marshal, os, sys, time
+import json, os, sys, time
 inp, out = sys.stdin.buffer, sys.stdout.buffer
 while len(head := inp.read(4)) == 4:
-    cmd, env, cwd, err = marshal.loads(inp.read(int.from_bytes(head, "little")))
+    cmd, env, cwd, err = json.loads(inp.read(int.from_bytes(head, "little")))
     t = time.perf_counter()
     pid = os.fork()
     if pid == 0:
@@ -74,8 +74,8 @@ while len(head := inp.read(4)) == 4:
             os._exit(127)
     _, status, use = os.wait4(pid, 0)
     wall = time.perf_counter() - t
-    answer = marshal.dumps((os.waitstatus_to_exitcode(status), wall,
-                            use.ru_utime + use.ru_stime, use.ru_maxrss))
+    answer = json.dumps((os.waitstatus_to_exitcode(status), wall,
+                         use.ru_utime + use.ru_stime, use.ru_maxrss)).encode()
     out.write(len(answer).to_bytes(4, "little") + answer)
     out.flush()
 """
@@ -97,11 +97,11 @@ def run(cmd: list[str], env: dict[str, str], cwd: str | None = None) -> Run:
     proc = _launch()
     assert proc.stdin is not None and proc.stdout is not None
     with tempfile.NamedTemporaryFile(suffix=".err") as err:
-        record = marshal.dumps((list(cmd), dict(env), cwd or os.getcwd(), err.name))
+        record = json.dumps((list(cmd), dict(env), cwd or os.getcwd(), err.name)).encode()
         proc.stdin.write(len(record).to_bytes(4, "little") + record)
         proc.stdin.flush()
         size = int.from_bytes(proc.stdout.read(4), "little")
-        code, wall, cpu, peak_kib = marshal.loads(proc.stdout.read(size))
+        code, wall, cpu, peak_kib = json.loads(proc.stdout.read(size))
         if code != 0:
             tail = Path(err.name).read_text(errors="replace")[-3000:]
             raise RuntimeError(f"{' '.join(cmd)} exited {code}:\n{tail}")

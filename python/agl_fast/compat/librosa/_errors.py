@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ...exceptions import ParameterError
+from ...exceptions import AudioDecodeError, ParameterError
 from ._coverage import ACCELERATED, record_call
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,12 +107,40 @@ def argument_error(name: str, exc: BaseException) -> ParameterError:
     if kind not in _ARGUMENT_CLASSES and issubclass(base, kind):
         _ARGUMENT_CLASSES[kind] = base
     if kind not in _ARGUMENT_CLASSES:
-        try:
-            cls = type(kind.__name__, (base, kind), {"__module__": __name__})
-        except TypeError:  # a class that cannot be combined: the typed error alone
-            cls = base
-        _ARGUMENT_CLASSES[kind] = cls
+        _ARGUMENT_CLASSES[kind] = _combined(base, kind)
     return _ARGUMENT_CLASSES[kind](f"{name}: invalid argument ({kind.__name__}: {exc})")
+
+
+#: The file errors of librosa's readers met so far, as typed classes.
+_READ_CLASSES: dict[type[BaseException], type[AudioDecodeError]] = {}
+
+#: librosa names whose hand-over reads a file.
+_READERS = ("load", "get_duration")
+
+
+def read_error(name: str, exc: BaseException) -> AudioDecodeError:
+    """``exc`` (an ``OSError`` or ``RuntimeError`` of the reader librosa used
+    for a file it was handed) as an :class:`AudioDecodeError` that is still
+    an instance of its own class (``except FileNotFoundError`` keeps
+    catching it)."""
+    kind = type(exc)
+    if kind not in _READ_CLASSES:
+        _READ_CLASSES[kind] = _combined(AudioDecodeError, kind)
+    return _READ_CLASSES[kind](f"{name}: cannot read the file ({kind.__name__}: {exc})")
+
+
+def _combined(base: type[Any], kind: type[BaseException]) -> type[Any]:
+    """A class that is both ``base`` and ``kind``, whose message is the one
+    it is built with (``kind``'s own ``__str__`` may read attributes that
+    only its own constructor sets, as numpy's ``UFuncTypeError`` does);
+    ``base`` alone when the two cannot be combined."""
+    if issubclass(base, kind):
+        return base
+    body = {"__module__": __name__, "__str__": Exception.__str__, "__repr__": Exception.__repr__}
+    try:
+        return type(kind.__name__, (base, kind), body)
+    except TypeError:
+        return base
 
 
 def librosa_api(fn: F) -> F:
@@ -144,8 +172,10 @@ def librosa_api(fn: F) -> F:
             raise argument_error(name, exc) from exc
         except Exception as exc:
             librosa_error = _librosa_parameter_error()
-            if librosa_error is None or not isinstance(exc, librosa_error):
-                raise
-            raise argument_error(name, exc) from exc
+            if librosa_error is not None and isinstance(exc, librosa_error):
+                raise argument_error(name, exc) from exc
+            if name in _READERS and isinstance(exc, (OSError, RuntimeError, EOFError)):
+                raise read_error(name, exc) from exc
+            raise
 
     return wrapper  # type: ignore[return-value]

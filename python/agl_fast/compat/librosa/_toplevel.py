@@ -196,6 +196,17 @@ def _is_path(path: Any) -> bool:
     return isinstance(path, (str, os.PathLike))
 
 
+def _file_like(path: Any) -> None:
+    """Refuse a source that is neither a path nor a readable object. An
+    integer would reach soundfile as a file descriptor, which it reads and
+    then closes: ``load(True)`` would close the process's standard output."""
+    if not hasattr(path, "read") and not hasattr(path, "read_data"):
+        raise _ParameterError(
+            "path must be a file path, a file-like object or an audioread object, "
+            f"got a {type(path).__name__}"
+        )
+
+
 #: File extensions of the containers the drop-in decodes natively: those
 #: librosa reads through soundfile (libsndfile) whose native decode agrees
 #: with libsndfile's within the tolerance of librosa's own tests. librosa
@@ -249,6 +260,7 @@ def load(
     _args.dtype("dtype", dtype)
     res_type = _args.choice("res_type", res_type, LIBROSA_RES_TYPES)
     if not _is_path(path):
+        _file_like(path)
         raise HandOver(f"a {type(path).__name__} input is not a file path")
     if offset < 0:
         raise HandOver("a negative offset (from the end of the file in librosa 1.0)")
@@ -414,6 +426,8 @@ def get_duration(
     buffer. The deprecated ``filename`` is handed to librosa, which warns.
     librosa 1.0's form is :func:`._v1.get_duration`."""
     if filename is not _DEPRECATED:
+        if not _is_path(filename):
+            _file_like(filename)
         raise HandOver("the deprecated filename= argument")
     return duration_of(y, sr, S, n_fft, hop_length, center, path)
 
@@ -428,6 +442,7 @@ def duration_of(
     center = _accept.flag(center)
     if path is not None:
         if not _is_path(path):
+            _file_like(path)
             raise HandOver(f"a {type(path).__name__} input is not a file path")
         _native_container(path)
         try:
