@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ...exceptions import AudioDecodeError, ParameterError
+from ...exceptions import AglError, AudioDecodeError, ParameterError
 from ._coverage import ACCELERATED, record_call
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -174,7 +174,11 @@ def librosa_api(fn: F) -> F:
             librosa_error = _librosa_parameter_error()
             if librosa_error is not None and isinstance(exc, librosa_error):
                 raise argument_error(name, exc) from exc
-            if name in _READERS and isinstance(exc, (OSError, RuntimeError, EOFError)):
+            if (
+                name in _READERS
+                and isinstance(exc, (OSError, RuntimeError, EOFError))
+                and not isinstance(exc, AglError)  # the native reader's own, already typed
+            ):
                 raise read_error(name, exc) from exc
             raise
 
