@@ -91,8 +91,13 @@ fn source_of(obj: &Bound<'_, PyAny>, hint: Option<String>, i: usize) -> PyResult
     })
 }
 
-/// Rough work size of sources (bytes), to pick the gateway mode.
+/// Rough work of sources, to pick the gateway mode: the encoded size
+/// (one file: [`Source::decode_work`], which weighs uncompressed PCM by
+/// what it costs, so a short WAV runs inline).
 fn work_of(sources: &[Source]) -> usize {
+    if let [one] = sources {
+        return one.decode_work();
+    }
     sources
         .iter()
         .map(|s| match s {
