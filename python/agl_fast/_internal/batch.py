@@ -69,7 +69,8 @@ def to_float32(x: Any, *, allow_copy: bool = True, what: str = "audio buffer") -
     return y
 
 
-def _is_arrow(x: Any) -> bool:
+def is_arrow(x: Any) -> bool:
+    """Whether ``x`` is an Arrow array (it exports ``__arrow_c_array__``) or a chunked one."""
     return hasattr(x, "__arrow_c_array__") or type(x).__name__ == "ChunkedArray"
 
 
@@ -114,7 +115,7 @@ def prepare_mono(
     multichannel convention) by flattening the leading axes; ``what`` is
     the parameter's name in error messages.
     """
-    if _is_arrow(y):
+    if is_arrow(y):
         arr = _arrow_input(y, 1, what)
         return Prepared(arr, "arrow", False, len(arr))
     if isinstance(y, (list, tuple)) and y and not np.isscalar(y[0]):
@@ -143,7 +144,7 @@ def prepare_stereo(y: Any, *, allow_copy: bool = True, what: str = "y") -> Prepa
     """Normalise a stereo batch: ``[2, n]``, ``[batch, 2, n]``, a list of
     ``[2, n_i]`` arrays, or Arrow ``list<list<float32>>`` (``what`` names
     the parameter in error messages)."""
-    if _is_arrow(y):
+    if is_arrow(y):
         arr = _arrow_input(y, 2, what)
         return Prepared(arr, "arrow", False, len(arr))
     if isinstance(y, (list, tuple)) and y and isinstance(y[0], np.ndarray) and y[0].ndim == 2:

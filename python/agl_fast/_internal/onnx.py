@@ -32,7 +32,14 @@ from typing import Any, Literal
 from ..exceptions import AglError, ParameterError
 from .config import resolve_threads
 
-__all__ = ["DEVICES", "BackendError", "Device", "default_intra_threads", "make_session"]
+__all__ = [
+    "DEVICES",
+    "BackendError",
+    "Device",
+    "default_intra_threads",
+    "load_ort",
+    "make_session",
+]
 
 Device = Literal["auto", "cuda", "cpu"]
 DEVICES: tuple[str, ...] = ("auto", "cuda", "cpu")
@@ -46,7 +53,8 @@ class BackendError(AglError, RuntimeError):
     """The inference runtime cannot run as asked (e.g. CUDA not active)."""
 
 
-def _ort() -> Any:
+def load_ort() -> Any:
+    """The ``onnxruntime`` module, imported on first use."""
     # an ImportError here reaches the command line, which prints the extra
     import onnxruntime as ort
 
@@ -115,7 +123,7 @@ def make_session(
         raise ParameterError(
             f"give either device or providers, got device={device!r} and providers={providers!r}"
         )
-    ort = _ort()
+    ort = load_ort()
     so = _session_options(ort, n_threads)
     available = list(ort.get_available_providers())
     src = model if isinstance(model, bytes) else str(model)

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from . import reply_shape as shape
 from .audio import PreparedAudio
 from .providers import (
     GEOLOCATION_SCHEMA,
@@ -16,7 +17,6 @@ from .providers import (
     Reply,
     ReplyShapeError,
 )
-from .reply_shape import _count, _entry, _obj, _opt_str
 
 _GEMINI_BLOCK = {"OTHER": "blocked", "BLOCKLIST": "blocklist", "SAFETY": "safety"}
 
@@ -59,17 +59,17 @@ class Gemini(Provider):
                 "X-Goog-Upload-Command": "upload, finalize",
             },
         )
-        info = _obj(_obj(self._json(data), "upload answer").get("file"), "file")
+        info = shape.obj(shape.obj(self._json(data), "upload answer").get("file"), "file")
         deadline = time.monotonic() + self.timeout
         while info.get("state") == "PROCESSING" and time.monotonic() < deadline:
             await asyncio.sleep(self.poll_seconds)
             _, data = await self._request(
                 client,
                 "GET",
-                f"{self.base_url}/v1beta/{_opt_str(info.get('name'), 'file name')}",
+                f"{self.base_url}/v1beta/{shape.opt_str(info.get('name'), 'file name')}",
                 headers=self._headers(),
             )
-            info = _obj(self._json(data), "file")
+            info = shape.obj(self._json(data), "file")
         uri = info.get("uri")
         if info.get("state") not in (None, "ACTIVE") or not isinstance(uri, str):
             raise ProviderError(
@@ -121,41 +121,41 @@ class Gemini(Provider):
     @staticmethod
     def parse_reply(data: Any) -> Reply:
         """A :class:`Reply` from a ``generateContent`` answer; ValueError names what is wrong."""
-        data = _obj(data, "response")
-        usage = _obj(data.get("usageMetadata"), "usageMetadata")
+        data = shape.obj(data, "response")
+        usage = shape.obj(data.get("usageMetadata"), "usageMetadata")
         audio_tokens = None
         details = usage.get("promptTokensDetails") or []
         if not isinstance(details, list):
             raise ReplyShapeError("promptTokensDetails is not a list")
         for d in details:
-            d = _entry(d, "promptTokensDetails entry")
+            d = shape.entry(d, "promptTokensDetails entry")
             if d.get("modality") == "AUDIO":
-                audio_tokens = _count(d.get("tokenCount"))
-        prompt_tokens = _count(usage.get("promptTokenCount"))
-        out_tokens = _count(usage.get("candidatesTokenCount"))
-        if thought_tokens := _count(usage.get("thoughtsTokenCount")):
-            out_tokens = _count((out_tokens or 0) + thought_tokens)
+                audio_tokens = shape.token_count(d.get("tokenCount"))
+        prompt_tokens = shape.token_count(usage.get("promptTokenCount"))
+        out_tokens = shape.token_count(usage.get("candidatesTokenCount"))
+        if thought_tokens := shape.token_count(usage.get("thoughtsTokenCount")):
+            out_tokens = shape.token_count((out_tokens or 0) + thought_tokens)
         cands = data.get("candidates") or []
         if not isinstance(cands, list):
             raise ReplyShapeError("candidates is not a list")
         if not cands:
-            feedback = _obj(data.get("promptFeedback"), "promptFeedback")
-            block = _opt_str(feedback.get("blockReason"), "blockReason")
+            feedback = shape.obj(data.get("promptFeedback"), "promptFeedback")
+            block = shape.opt_str(feedback.get("blockReason"), "blockReason")
             if block:
                 return Reply(None, _GEMINI_BLOCK.get(block, block.lower()), prompt_tokens)
             raise ReplyShapeError("no candidates")
-        cand = _entry(cands[0], "candidates[0]")
-        cparts = _obj(cand.get("content"), "content").get("parts") or []
+        cand = shape.entry(cands[0], "candidates[0]")
+        cparts = shape.obj(cand.get("content"), "content").get("parts") or []
         if not isinstance(cparts, list):
             raise ReplyShapeError("parts is not a list")
         text: list[str] = []
         thoughts: list[str] = []
         for p in cparts:
-            p = _entry(p, "part")
+            p = shape.entry(p, "part")
             (thoughts if p.get("thought") else text).append(
-                _opt_str(p.get("text"), "part text") or ""
+                shape.opt_str(p.get("text"), "part text") or ""
             )
-        finish = _opt_str(cand.get("finishReason"), "finishReason")
+        finish = shape.opt_str(cand.get("finishReason"), "finishReason")
         return Reply(
             text="".join(text),
             finish_reason=finish.lower() if finish else None,

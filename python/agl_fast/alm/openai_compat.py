@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from . import reply_shape as shape
 from .audio import PreparedAudio
 from .providers import (
     GEOLOCATION_SCHEMA,
@@ -19,7 +20,6 @@ from .providers import (
     Reply,
     ReplyShapeError,
 )
-from .reply_shape import _content, _entry, _obj, _openai_usage, _opt_str
 
 #: Largest embedding (values) accepted from a server.
 MAX_EMBEDDING_DIMENSIONS = 65536
@@ -85,19 +85,19 @@ class OpenAICompatible(Provider):
     @staticmethod
     def parse_reply(data: Any) -> Reply:
         """A :class:`Reply` from a chat-completion object; ValueError names what is wrong."""
-        data = _obj(data, "response")
+        data = shape.obj(data, "response")
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             raise ReplyShapeError("no choices")
-        choice = _entry(choices[0], "choices[0]")
-        msg = _entry(choice.get("message"), "message")
-        pt, ct, at = _openai_usage(data.get("usage"))
-        reasoning = _opt_str(msg.get("reasoning_content"), "reasoning_content") or _opt_str(
-            msg.get("reasoning"), "reasoning"
-        )
+        choice = shape.entry(choices[0], "choices[0]")
+        msg = shape.entry(choice.get("message"), "message")
+        pt, ct, at = shape.openai_usage(data.get("usage"))
+        reasoning = shape.opt_str(
+            msg.get("reasoning_content"), "reasoning_content"
+        ) or shape.opt_str(msg.get("reasoning"), "reasoning")
         return Reply(
-            text=_content(msg.get("content")),
-            finish_reason=_opt_str(choice.get("finish_reason"), "finish_reason"),
+            text=shape.content(msg.get("content")),
+            finish_reason=shape.opt_str(choice.get("finish_reason"), "finish_reason"),
             prompt_tokens=pt,
             completion_tokens=ct,
             audio_tokens=at,
@@ -130,20 +130,20 @@ class OpenAICompatible(Provider):
                         done = True
                         break
                     try:
-                        chunk = _obj(json.loads(payload), "stream chunk")
+                        chunk = shape.obj(json.loads(payload), "stream chunk")
                         if chunk.get("usage"):
-                            usage = _openai_usage(chunk["usage"])
+                            usage = shape.openai_usage(chunk["usage"])
                         chs = chunk.get("choices") or []
                         if not isinstance(chs, list):
                             raise ReplyShapeError("stream choices is not a list")
                         for ch in chs:
-                            ch = _entry(ch, "stream choice")
-                            delta = _obj(ch.get("delta"), "delta")
-                            if c := _content(delta.get("content")):
+                            ch = shape.entry(ch, "stream choice")
+                            delta = shape.obj(ch.get("delta"), "delta")
+                            if c := shape.content(delta.get("content")):
                                 parts.append(c)
-                            if r := _opt_str(delta.get("reasoning_content"), "reasoning"):
+                            if r := shape.opt_str(delta.get("reasoning_content"), "reasoning"):
                                 thoughts.append(r)
-                            if f := _opt_str(ch.get("finish_reason"), "finish_reason"):
+                            if f := shape.opt_str(ch.get("finish_reason"), "finish_reason"):
                                 finish = f
                     except (ValueError, RecursionError) as exc:
                         raise self._malformed(f"stream chunk: {exc}", payload) from None
@@ -182,11 +182,11 @@ class OpenAIEmbeddings(OpenAICompatible):
     def parse_reply(data: Any) -> Reply:
         """A :class:`Reply` (text: the first embedding as a JSON list) from an
         ``/embeddings`` object; ValueError names what is wrong."""
-        data = _obj(data, "response")
+        data = shape.obj(data, "response")
         items = data.get("data")
         if not isinstance(items, list) or not items:
             raise ReplyShapeError("no data list")
-        vec = _entry(items[0], "data[0]").get("embedding")
+        vec = shape.entry(items[0], "data[0]").get("embedding")
         if not isinstance(vec, list) or not 0 < len(vec) <= MAX_EMBEDDING_DIMENSIONS:
             raise ReplyShapeError(
                 f"embedding is not a list of 1 to {MAX_EMBEDDING_DIMENSIONS} numbers"
@@ -196,5 +196,5 @@ class OpenAIEmbeddings(OpenAICompatible):
         out = [float(x) for x in vec]
         if not all(math.isfinite(x) for x in out):
             raise ReplyShapeError("embedding holds a value that is not finite")
-        pt, _, _ = _openai_usage(data.get("usage"))
+        pt, _, _ = shape.openai_usage(data.get("usage"))
         return Reply(text=json.dumps(out), finish_reason="stop", prompt_tokens=pt)

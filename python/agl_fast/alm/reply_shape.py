@@ -8,8 +8,10 @@ from typing import Any
 
 from .providers import MAX_TOKEN_COUNT, ReplyShapeError
 
+__all__ = ["content", "entry", "obj", "openai_usage", "opt_str", "token_count"]
 
-def _count(v: Any) -> int | None:
+
+def token_count(v: Any) -> int | None:
     """A token count: None, or an integer in ``[0, MAX_TOKEN_COUNT]``; else ValueError."""
     if v is None:
         return None
@@ -18,13 +20,14 @@ def _count(v: Any) -> int | None:
     return v
 
 
-def _opt_str(v: Any, what: str) -> str | None:
+def opt_str(v: Any, what: str) -> str | None:
+    """``v`` if it is a string or null; else a :class:`ReplyShapeError` naming ``what``."""
     if v is None or isinstance(v, str):
         return v
     raise ReplyShapeError(f"{what} is a {type(v).__name__}, not a string or null")
 
 
-def _obj(v: Any, what: str) -> dict[str, Any]:
+def obj(v: Any, what: str) -> dict[str, Any]:
     """``v`` if it is a JSON object, ``{}`` if null/absent; else ValueError."""
     if v is None:
         return {}
@@ -33,29 +36,30 @@ def _obj(v: Any, what: str) -> dict[str, Any]:
     return v
 
 
-def _entry(v: Any, what: str) -> dict[str, Any]:
+def entry(v: Any, what: str) -> dict[str, Any]:
     """A list entry that must be a JSON object (null included in what is refused)."""
     if not isinstance(v, dict):
         raise ReplyShapeError(f"{what} is a {type(v).__name__}, not an object")
     return v
 
 
-def _content(v: Any) -> str | None:
+def content(v: Any) -> str | None:
     """A message content: a string, null, or a list of text parts (joined)."""
     if isinstance(v, list):
         out = []
         for p in v:
-            p = _entry(p, "content part")
-            out.append(_opt_str(p.get("text"), "content part text") or "")
+            p = entry(p, "content part")
+            out.append(opt_str(p.get("text"), "content part text") or "")
         return "".join(out)
-    return _opt_str(v, "content")
+    return opt_str(v, "content")
 
 
-def _openai_usage(usage: Any) -> tuple[int | None, int | None, int | None]:
-    u = _obj(usage, "usage")
-    details = _obj(u.get("prompt_tokens_details"), "usage.prompt_tokens_details")
+def openai_usage(usage: Any) -> tuple[int | None, int | None, int | None]:
+    """An OpenAI ``usage`` object as (prompt, completion, audio) token counts."""
+    u = obj(usage, "usage")
+    details = obj(u.get("prompt_tokens_details"), "usage.prompt_tokens_details")
     return (
-        _count(u.get("prompt_tokens")),
-        _count(u.get("completion_tokens")),
-        _count(details.get("audio_tokens")),
+        token_count(u.get("prompt_tokens")),
+        token_count(u.get("completion_tokens")),
+        token_count(details.get("audio_tokens")),
     )

@@ -16,7 +16,7 @@ from ..exceptions import ParameterError, ShapeError
 __all__ = ["amplitude_to_db", "power_to_db"]
 
 
-def _db_ref(ref: float | Callable[..., Any]) -> float | None:
+def resolve_db_ref(ref: float | Callable[..., Any]) -> float | None:
     """``None`` for a per-item maximum (``np.max``/``np.amax``)."""
     if callable(ref):
         if ref in (np.max, np.amax, max):
@@ -67,7 +67,7 @@ def _to_db(
     if custom and callable(ref):
         r: float | None = float(ref(np.abs(a) if amplitude else a))
     else:
-        r = _db_ref(ref)
+        r = resolve_db_ref(ref)
     if r is not None and not np.isfinite(r):
         raise ParameterError(f"ref must be finite, got ref={r}")
     if top_db is not None and not (top_db >= 0):

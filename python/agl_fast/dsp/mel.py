@@ -12,7 +12,7 @@ from .._internal.args import array, opt_real, real
 from .._internal.batch import Output, prepare_mono, run
 from .._internal.config import resolve_threads
 from ..exceptions import ParameterError, ShapeError
-from .db import _db_ref
+from .db import resolve_db_ref
 from .params import CENTER, MEL_NORM, N_FFT, N_MELS, PAD_MODE, WINDOW, MelParams
 from .stft import Window, framing, is_double, pad_outside, spectrogram_double
 
@@ -226,5 +226,9 @@ def logmel(
         "pad_mode": pad_mode,
     }
     mel = MelParams(sr=sr, n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm)
-    db = {"db_ref": _db_ref(ref), "amin": real("amin", amin), "top_db": opt_real("top_db", top_db)}
+    db = {
+        "db_ref": resolve_db_ref(ref),
+        "amin": real("amin", amin),
+        "top_db": opt_real("top_db", top_db),
+    }
     return _mel_native(y, allow_copy, output, n_threads, frame, mel, power=power, db=db)

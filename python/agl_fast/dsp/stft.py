@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _native
 from .._internal.args import count, flag, real, text
-from .._internal.batch import Output, _is_arrow, check_output, prepare_mono, run
+from .._internal.batch import Output, check_output, is_arrow, prepare_mono, run
 from .._internal.config import resolve_threads
 from ..exceptions import ParameterError, ShapeError
 from .params import (
@@ -310,7 +310,7 @@ def _complex_output(y: Any, output: Output, refuse_arrow: bool = False) -> Outpu
         raise ParameterError(
             "stft returns complex values, which have no Arrow output; use output='list' or 'padded'"
         )
-    if output == "auto" and _is_arrow(y):
+    if output == "auto" and is_arrow(y):
         return "list"
     return output
 

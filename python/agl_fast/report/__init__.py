@@ -36,16 +36,16 @@ from .figures import (
     DISTRIBUTIONS,
     OUTCOMES,
     THRESHOLD_COLUMNS,
-    _png,
     failure_reasons,
     outcomes,
     plot_distribution,
     plot_failure_reasons,
+    png_base64,
     report_figures,
     threshold_lines,
 )
-from .maps import _coordinates, map_svg, plot_coordinates
-from .tables import _CSS, _SORT_JS, _failed_table, _rows, failed_rows
+from .maps import clip_coordinates, map_svg, plot_coordinates
+from .tables import CSS, SORT_JS, failed_rows, failed_table_html, summary_rows
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -96,14 +96,14 @@ def check_dependencies() -> None:
 
 def _map(table: pa.Table) -> str:
     """The page's map: inline SVG, or a PNG for more than :data:`MAP_SVG_POINTS` clips."""
-    if int(_coordinates(table)[2].sum()) <= MAP_SVG_POINTS:
+    if int(clip_coordinates(table)[2].sum()) <= MAP_SVG_POINTS:
         return map_svg(table)
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(11.0, 6.0), layout="constrained")
     plot_coordinates(table, ax=fig.add_subplot())
     return (
-        f'<img alt="where the clips were recorded" src="data:image/png;base64,{_png(fig)}">'
+        f'<img alt="where the clips were recorded" src="data:image/png;base64,{png_base64(fig)}">'
         f"<figcaption>more than {MAP_SVG_POINTS} clips: drawn as an image</figcaption>"
     )
 
@@ -149,23 +149,25 @@ def write_report(
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     figures = report_figures(table, summary)
     esc = html.escape
-    table_rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _rows(summary))
+    table_rows = "".join(
+        f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in summary_rows(summary)
+    )
     figs = "".join(
-        f'<figure id="{fid}"><img alt="{esc(title)}" src="data:image/png;base64,{_png(fig)}">'
+        f'<figure id="{fid}"><img alt="{esc(title)}" src="data:image/png;base64,{png_base64(fig)}">'
         f"<figcaption>{esc(title)}</figcaption></figure>"
         for fid, title, fig in figures
     )
     page = (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>agl-fast curation report: {esc(out.name)}</title><style>{_CSS}</style></head>"
+        f"<title>agl-fast curation report: {esc(out.name)}</title><style>{CSS}</style></head>"
         f"<body><h1>Curation report</h1><p>{table.num_rows} clips.</p>"
         f"<table id='summary'>{table_rows}</table>"
         f"<h2>Where the clips were recorded</h2><figure id='map'>{_map(table)}</figure>"
-        f"<h2>Files that did not pass</h2>{_failed_table(table, max_rows)}"
+        f"<h2>Files that did not pass</h2>{failed_table_html(table, max_rows)}"
         f"<h2>Distributions</h2><p class='note'>Dashed lines: the limits this run applied."
         f"</p><div class='figures' data-count='{len(figures)}'>{figs}</div>"
-        f"<script>{_SORT_JS}</script></body></html>"
+        f"<script>{SORT_JS}</script></body></html>"
     )
     dest = Path(path) if path is not None else out / "report.html"
     if dest.parent.resolve() == out.resolve():

@@ -73,7 +73,8 @@ OUTCOMES: dict[str, str] = {"failed": "#d1495b", "rejected": "#e89b2c", "passed"
 _THRESHOLD_COLOR = "#333333"
 
 
-def _axes(ax: Any) -> Any:
+def axes_or_new(ax: Any) -> Any:
+    """``ax``, or a new figure's axes when it is None."""
     if ax is not None:
         return ax
     from matplotlib.figure import Figure
@@ -178,7 +179,7 @@ def plot_distribution(
     -------
     matplotlib.axes.Axes
     """
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     x, kind = _floats(table, column), outcomes(table)
     finite = np.isfinite(x)
     lo, hi = (float(x[finite].min()), float(x[finite].max())) if finite.any() else (0.0, 1.0)
@@ -233,7 +234,7 @@ def failure_reasons(table: pa.Table) -> Counter[str]:
 
 def plot_failure_reasons(table: pa.Table, *, ax: Any = None) -> Any:
     """Horizontal bars: clips per failure reason (:func:`failure_reasons`)."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     counts = failure_reasons(table).most_common()
     names = [n for n, _ in counts][::-1] or ["(none)"]
     values = [c for _, c in counts][::-1] or [0]
@@ -268,7 +269,8 @@ def report_figures(
     return out
 
 
-def _png(fig: Any) -> str:
+def png_base64(fig: Any) -> str:
+    """A matplotlib figure as a base64-encoded PNG (96 dpi), for a data URL."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=96)
     return base64.b64encode(buf.getvalue()).decode("ascii")

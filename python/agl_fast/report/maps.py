@@ -11,10 +11,10 @@ import pyarrow as pa
 
 from ..coords import validate_coordinates
 from ..worldmap import world_paths, world_rings
-from .figures import OUTCOMES, _axes, outcomes
+from .figures import OUTCOMES, axes_or_new, outcomes
 
 
-def _coordinates(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def clip_coordinates(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(latitude, longitude, valid) of every row; rows without the columns,
     with missing or invalid values are not valid."""
     n = table.num_rows
@@ -38,8 +38,8 @@ def plot_coordinates(table: pa.Table, *, ax: Any = None) -> Any:
     coloured by outcome; passed clips are drawn above rejected and failed
     ones. Legend counts are all clips of each outcome (as ``summary.json``)
     and those of them with valid coordinates."""
-    ax = _axes(ax)
-    lat, lon, valid = _coordinates(table)
+    ax = axes_or_new(ax)
+    lat, lon, valid = clip_coordinates(table)
     kind = outcomes(table)
     for ring in world_rings():
         ax.fill(ring[:, 0], ring[:, 1], facecolor="#e6e6e6", edgecolor="#8c8c8c",
@@ -71,7 +71,7 @@ def map_svg(table: pa.Table) -> str:
     Every circle carries ``data-key`` and a ``<title>`` (key and outcome).
     """
     esc = html.escape
-    lat, lon, valid = _coordinates(table)
+    lat, lon, valid = clip_coordinates(table)
     kind = outcomes(table)
     keys = [str(k) for k in table.column("key").to_pylist()]
     land = "".join(

@@ -57,7 +57,8 @@ _FAILED_COLUMNS = (
 )
 
 
-def _failed_table(table: pa.Table, limit: int) -> str:
+def failed_table_html(table: pa.Table, limit: int) -> str:
+    """The HTML table of the first ``limit`` files that did not pass."""
     esc = html.escape
     rows = failed_rows(table)
     if not rows:
@@ -88,7 +89,7 @@ def _failed_table(table: pa.Table, limit: int) -> str:
 
 
 #: Click a column head to sort by it; again to reverse. Empty cells stay last.
-_SORT_JS = """
+SORT_JS = """
 document.querySelectorAll('table.sortable').forEach(function (t) {
   var heads = t.tHead.rows[0].cells;
   Array.prototype.forEach.call(heads, function (th, i) {
@@ -115,7 +116,8 @@ document.querySelectorAll('table.sortable').forEach(function (t) {
 """
 
 
-def _rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) rows of a run summary, as the report shows them."""
     rows = []
     counts = summary.get("counts", {})
     for key in ("inputs", "rows", "decoded", "passed", "failed", "truncated"):
@@ -135,7 +137,7 @@ def _rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-_CSS = (
+CSS = (
     "body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222;max-width:1200px}"
     "table{border-collapse:collapse;margin-bottom:1.5rem}"
     "th,td{padding:.2rem .8rem;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}"

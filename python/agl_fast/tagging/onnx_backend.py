@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .._internal.onnx import BackendError, Device, _ort, default_intra_threads, make_session
+from .._internal.onnx import BackendError, Device, default_intra_threads, load_ort, make_session
 from ..exceptions import ParameterError
 
 __all__ = ["BackendError", "Device", "OnnxModel", "default_intra_threads", "make_session"]
@@ -100,7 +100,7 @@ class OnnxModel:
         got = self._bound.get(size)
         if got is not None:
             return got
-        ort = _ort()
+        ort = load_ort()
         binding = self.session.io_binding()
         # On the CPU the session reads ``host`` itself. On a GPU a full batch
         # goes straight from the caller's array to the device, and ``host``

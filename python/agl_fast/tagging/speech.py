@@ -27,7 +27,7 @@ import numpy as np
 from ..exceptions import ParameterError
 from .onnx_backend import BackendError, Device, make_session
 from .ontology import ontology
-from .tagger import Tagger, _check_clip
+from .tagger import Tagger, check_clip
 from .windows import DEFAULT_FRACTION_SCHEME, Aggregation, ClipFrames, FractionScheme
 
 __all__ = ["SpeechTagger", "silero_model_path"]
@@ -153,7 +153,7 @@ class SpeechTagger(Tagger):
         return self.stream(x16).max(axis=1, keepdims=True)
 
     def clip_frames(self, clips: Sequence[np.ndarray]) -> Iterator[ClipFrames]:
-        clips = [_check_clip(c) for c in clips]
+        clips = [check_clip(c) for c in clips]
         order = sorted(range(len(clips)), key=lambda k: clips[k].shape[0])
         done: dict[int, ClipFrames] = {}
         win = _FRAME * self.factor

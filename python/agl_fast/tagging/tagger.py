@@ -142,7 +142,8 @@ class Tagger(ABC):
         return out
 
 
-def _check_clip(y: np.ndarray) -> np.ndarray:
+def check_clip(y: np.ndarray) -> np.ndarray:
+    """A clip as a non-empty mono float32 array; else a :class:`ParameterError`."""
     y = np.asarray(y, dtype=np.float32)
     if y.ndim != 1 or y.shape[0] == 0:
         raise ParameterError(f"expected a non-empty mono 1-D clip, got shape {y.shape}")
@@ -277,7 +278,7 @@ class EfficientATTagger(Tagger):
             yield owners, rows, parts
 
     def clip_frames(self, clips: Sequence[np.ndarray]) -> Iterator[ClipFrames]:
-        clips = [_check_clip(c) for c in clips]
+        clips = [check_clip(c) for c in clips]
         plans = [plan_windows(c.shape[0], self.win, self.hop) for c in clips]
         probs = [np.zeros((p.shape[0], len(self.class_names)), np.float32) for p in plans]
         remaining = [p.shape[0] for p in plans]

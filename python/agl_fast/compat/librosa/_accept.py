@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from ...exceptions import ParameterError
 from ._errors import HandOver
 
-__all__ = ["count", "flag", "opt_real", "real"]
+__all__ = ["count", "flag", "opt_real", "real", "valid_audio"]
 
 
 def flag(value: Any) -> bool:
@@ -55,3 +56,20 @@ def count(name: str, value: Any) -> int:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:60]}..."
+
+
+def valid_audio(y: Any, what: str = "y", finite: bool = True) -> np.ndarray:
+    """librosa's ``valid_audio(y, mono=False)``: a floating-point, finite
+    numpy array with at least one dimension (``finite=False`` leaves out the
+    scan of the values, for a caller that makes it later)."""
+    if not isinstance(y, np.ndarray):
+        raise ParameterError(f"Audio data must be of type numpy.ndarray, got {type(y).__name__}")
+    if not np.issubdtype(y.dtype, np.floating):
+        raise ParameterError(f"Audio data must be floating-point, got {what}.dtype={y.dtype}")
+    if y.ndim == 0:
+        raise ParameterError(
+            f"Audio data must be at least one-dimensional, given {what}.shape={y.shape}"
+        )
+    if finite and not np.isfinite(y).all():
+        raise ParameterError("Audio buffer is not finite everywhere")
+    return y

@@ -149,9 +149,7 @@ def chroma_stft(
             y=y, sr=sr, S=S, norm=norm, **kw, **kwargs
         )
     if S is None and y is not None:
-        from . import _audio
-
-        _audio(y)
+        _accept.valid_audio(y)
         S = _f.spectrogram(y, n_fft=n_fft, hop_length=hop_length, win_length=win_length,
                            window=window, center=center, pad_mode=pad_mode, power=2.0)  # fmt: skip
     else:

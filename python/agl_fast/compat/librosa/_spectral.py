@@ -54,9 +54,8 @@ def magnitude(
         raise ParameterError(f"Unable to compute spectrogram with n_fft={n_fft}")
     if y is None:
         raise ParameterError("Input signal must be provided to compute a spectrogram")
-    from . import _audio
 
-    y = _audio(y)
+    y = _accept.valid_audio(y)
     S = _f.spectrogram(
         y, n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=window,
         center=center, pad_mode=pad_mode, power=1.0,
@@ -270,10 +269,9 @@ def zero_crossing_rate(
     integers, so the rates are librosa's to the last bit. A callable
     ``ref_magnitude`` other than ``np.max`` is handed to librosa.
     """
-    from . import _audio
     from ._fallback import handed_over
 
-    y = _audio(y)
+    y = _accept.valid_audio(y)
     frame_length = _args.count("frame_length", frame_length)
     hop_length = _args.count("hop_length", hop_length)
     center = _accept.flag(center)

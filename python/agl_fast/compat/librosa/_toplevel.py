@@ -67,23 +67,6 @@ def _count(name: str, value: Any, *, allow_none: bool = False) -> int | None:
     return int(value)
 
 
-def _audio(y: Any, what: str = "y", finite: bool = True) -> np.ndarray:
-    """librosa's ``valid_audio(y, mono=False)``: a floating-point, finite
-    numpy array with at least one dimension (``finite=False`` leaves out the
-    scan of the values, for a caller that makes it later)."""
-    if not isinstance(y, np.ndarray):
-        raise _ParameterError(f"Audio data must be of type numpy.ndarray, got {type(y).__name__}")
-    if not np.issubdtype(y.dtype, np.floating):
-        raise _ParameterError(f"Audio data must be floating-point, got {what}.dtype={y.dtype}")
-    if y.ndim == 0:
-        raise _ParameterError(
-            f"Audio data must be at least one-dimensional, given {what}.shape={y.shape}"
-        )
-    if finite and not np.isfinite(y).all():
-        raise _ParameterError("Audio buffer is not finite everywhere")
-    return y
-
-
 @librosa_api
 def stft(
     y: np.ndarray,
@@ -106,7 +89,7 @@ def stft(
     frames than needed (the returned array is then a view of its first
     frames), and it must be complex.
     """
-    y = _audio(y)
+    y = _accept.valid_audio(y)
     center = _accept.flag(center)
     pad_mode = _args.text("pad_mode", pad_mode)
     if dtype is not None:
@@ -352,7 +335,7 @@ def resample(
     gives its output to the bit. Each such call is counted as handed over
     (see :func:`coverage`)."""
     # The values are scanned below, or by librosa on a hand-over.
-    y = _audio(y, finite=False)
+    y = _accept.valid_audio(y, finite=False)
     orig_sr = _accept.real("orig_sr", orig_sr)
     target_sr = _accept.real("target_sr", target_sr)
     res_type = _args.choice("res_type", res_type, LIBROSA_RES_TYPES)
@@ -380,7 +363,7 @@ def resample(
             axis=axis,
             **kwargs,
         )
-    _audio(y)
+    _accept.valid_audio(y)
     x = np.moveaxis(y, axis, -1)
     lead = x.shape[:-1]
     rows = np.ascontiguousarray(x.reshape(int(np.prod(lead)), x.shape[-1]))

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...exceptions import ParameterError
+from . import _accept
 from ._errors import librosa_api
 
 __all__ = ["delta", "normalize", "pcen", "to_mono"]
@@ -104,17 +105,16 @@ def normalize(
 def to_mono(y: np.ndarray) -> np.ndarray:
     """``librosa.to_mono``: the mean over every axis but the last
     (``[shape=(n,)]``); a 1-D signal is returned as it is."""
-    from . import _audio
 
     if not isinstance(y, np.ndarray) or not np.issubdtype(y.dtype, np.floating) or y.ndim < 2:
-        return _audio(y)
+        return _accept.valid_audio(y)
     axes = tuple(range(y.ndim - 1))
     mono = np.add.reduce(y, axis=axes)  # np.mean's sum and division, in y's dtype
     np.true_divide(mono, math.prod(y.shape[:-1]), out=mono, casting="unsafe")
     # non-finite input gives a non-finite mean (NaN and infinity reach the
     # extremes); a non-finite mean of finite input overflowed: check y itself
     if mono.size and not (np.isfinite(np.max(mono)) and np.isfinite(np.min(mono))):
-        _audio(y)
+        _accept.valid_audio(y)
     return mono  # type: ignore[no-any-return]
 
 

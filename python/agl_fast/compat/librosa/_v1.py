@@ -20,7 +20,7 @@ import numpy as np
 from ...dsp.params import CENTER as _CENTER
 from ...dsp.params import N_FFT as _N_FFT
 from ...exceptions import ParameterError
-from . import _db
+from . import _accept, _db
 from ._errors import librosa_api
 
 __all__ = ["amplitude_to_db", "get_duration", "power_to_db", "to_mono"]
@@ -78,7 +78,6 @@ def to_mono(
     """``librosa.to_mono`` of librosa 1.0: ``[shape=(n,)]``, the mean
     (``norm``) or the sum of ``signals``, each reduced over every axis but
     the last; ``n`` is the longest length (``pad``) or the shortest."""
-    from . import _audio
 
     if not signals:
         raise ParameterError("At least one signal must be provided to `to_mono`.")
@@ -87,7 +86,7 @@ def to_mono(
     # result, and a non-finite result of finite input overflowed.
     late_scan = out is None
     for y in signals:
-        _audio(y, finite=not late_scan)
+        _accept.valid_audio(y, finite=not late_scan)
     lengths = [y.shape[-1] for y in signals]
     size = max(lengths) if pad else min(lengths)
     dtype = signals[0].dtype
@@ -106,7 +105,7 @@ def to_mono(
         output /= len(signals)
     if late_scan and output.size and not (np.isfinite(output.max()) and np.isfinite(output.min())):
         for y in signals:
-            _audio(y)
+            _accept.valid_audio(y)
     return output
 
 

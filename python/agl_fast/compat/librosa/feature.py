@@ -92,9 +92,8 @@ def melspectrogram(
         return np.einsum("...ft,mf->...mt", S, basis, optimize=True)  # type: ignore[no-any-return]
     if y is None:
         raise ParameterError("Input signal must be provided: give y or S")
-    from . import _audio
 
-    y = _audio(y)
+    y = _accept.valid_audio(y)
     return _f.melspectrogram(  # type: ignore[no-any-return]
         y,
         sr=sr,
@@ -221,9 +220,7 @@ def rms(
 
     _args.dtype("dtype", dtype)
     if y is not None:
-        from . import _audio
-
-        y = _audio(y)
+        y = _accept.valid_audio(y)
         out = quality.rms(
             y, frame_length=frame_length, hop_length=hop_length, center=center, pad_mode=pad_mode
         )
@@ -269,9 +266,8 @@ def spectral_flatness(
     if S is None:
         if y is None:
             raise ParameterError("Input signal must be provided: give y or S")
-        from . import _audio
 
-        y = _audio(y)
+        y = _accept.valid_audio(y)
         return quality.spectral_flatness(  # type: ignore[no-any-return]
             y,
             n_fft=n_fft,
