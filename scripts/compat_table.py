@@ -1,4 +1,4 @@
-"""Rewrite the README's librosa coverage table from the one table in
+"""Rewrite the librosa coverage table of ``docs/compat-librosa.md`` from the one table in
 ``agl_fast.compat.librosa._coverage`` (``tests/test_librosa_dropin.py``
 checks that they agree).
 
@@ -19,7 +19,7 @@ START, END = "<!-- compat-table -->", "<!-- /compat-table -->"
 
 
 def main() -> int:
-    path = ROOT / "README.md"
+    path = ROOT / "docs" / "compat-librosa.md"
     text = path.read_text(encoding="utf-8")
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)

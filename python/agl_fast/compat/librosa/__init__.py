@@ -2,8 +2,8 @@
 
 ``import agl_fast.compat.librosa as librosa`` gives every librosa name and
 submodule. The accelerated functions (:func:`coverage` lists them; the
-README's table is generated from the same table) run on agl-fast with
-librosa's own signatures, defaults, dtypes, warnings and errors; every other
+table of docs/compat-librosa.md is generated from the same table) run on
+agl-fast with librosa's own signatures, defaults, dtypes, warnings and errors; every other
 name is librosa's own object, taken from the installed package, so a script
 goes on where agl-fast has no kernel. Without librosa installed, those names
 raise :class:`~agl_fast.exceptions.NotAcceleratedError` naming

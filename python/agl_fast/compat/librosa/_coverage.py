@@ -2,7 +2,7 @@
 librosa, and the counters that tell which calls did.
 
 :data:`ACCELERATED` is the one table: :func:`coverage`, :func:`install`'s
-patch list and the README's coverage list (``scripts/compat_table.py``
+patch list and the coverage list of docs/compat-librosa.md (``scripts/compat_table.py``
 writes it; ``tests/test_librosa_dropin.py`` checks it) all read it.
 """
 
@@ -198,7 +198,7 @@ def record_librosa_name(name: str) -> None:
 
 
 def markdown_table() -> str:
-    """The coverage table as Markdown (the README's list)."""
+    """The coverage table as Markdown (the list in docs/compat-librosa.md)."""
     lines = ["| librosa function | handed to librosa when |", "|---|---|"]
     for name, cases in ACCELERATED.items():
         lines.append(f"| `librosa.{name}` | {'; '.join(cases) or 'never'} |")
