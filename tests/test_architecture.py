@@ -367,12 +367,14 @@ def _rust_sources(root: Path = RUST) -> list[Path]:
     return sorted(p for p in root.rglob("*.rs") if "target" not in p.relative_to(root).parts)
 
 
-def rust_allowances(root: Path = RUST) -> set[str]:
-    """Files that allow ``too_many_arguments`` (in code, or a lint table)."""
-    paths = [*_rust_sources(root), *root.rglob("Cargo.toml"), *root.rglob("clippy.toml")]
+def rust_allowances(root: Path = RUST, workspace: Path = RUST.parent) -> set[str]:
+    """Files that allow ``too_many_arguments`` or raise its threshold: the
+    crates' code and manifests, and the workspace's lint tables."""
+    paths = [*_rust_sources(root), *root.rglob("Cargo.toml"), *root.rglob("*clippy.toml")]
+    top = [workspace / name for name in ("Cargo.toml", "clippy.toml", ".clippy.toml")]
     return {
-        str(p.relative_to(root))
-        for p in paths
+        str(p.relative_to(root) if p.is_relative_to(root) else p.relative_to(workspace))
+        for p in [*paths, *(t for t in top if t.is_file())]
         if re.search(r"too[_-]many[_-]arguments", p.read_text(encoding="utf-8"))
     }
 
@@ -614,7 +616,8 @@ def test_the_rust_rules_fail_on_a_bad_tree(tmp_path: Path) -> None:
     for name, text in _BAD_RUST.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
-    assert rust_allowances(tmp_path) == {"agl-core/Cargo.toml"}
+    (tmp_path / "clippy.toml").write_text("too-many-arguments-threshold = 12\n", encoding="utf-8")
+    assert rust_allowances(tmp_path, tmp_path) == {"agl-core/Cargo.toml", "clippy.toml"}
     assert long_rust_files(tmp_path) == {
         "agl-core/tests/big.rs": "agl-core/tests/big.rs: 1001 lines"
     }
