@@ -51,6 +51,7 @@ LONG_REASON = "// Long:"
 
 #: Python modules that still take private names from a sibling module.
 PRIVATE_IMPORTS_TO_REMOVE = {
+    "agl_fast/localizability/demo.py agl_fast.localizability.benchmark._step",
     "agl_fast/pipeline/engines/ray.py agl_fast.pipeline.engines.ray_actors._Curator",
     "agl_fast/pipeline/engines/ray.py agl_fast.pipeline.engines.ray_actors._Tagger",
     "agl_fast/pipeline/engines/ray.py agl_fast.pipeline.engines.ray_actors._keys",

@@ -137,7 +137,7 @@ def _command(name: str) -> Any:
     raise ParameterError(f"no benchmark step runs the command {name!r}")
 
 
-def run_step(name: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> None:
+def _step(name: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> None:
     """Run the command ``argv`` (``argv[0]`` names it) with the options it
     parses, as ``agl-fast`` would; a status outside ``ok`` stops the build.
 
@@ -218,7 +218,7 @@ def _curate(cur: dict[str, Any], out: Path, path: Any) -> Path:
     argv += [str(a) for a in cur.get("args", [])]
     if (curated / "parts").is_dir():
         argv.append("--resume")
-    run_step("curate", argv)
+    _step("curate", argv)
     table = manifest.read_manifest(curated / "curated.parquet")
     passed = [bool(v) for v in table.column("passed").to_pylist()]
     pool = out / "pool.parquet"
@@ -233,15 +233,15 @@ def _reference(
     """Steps 3 and 4: the reference model's answers on the pool, their
     errors, and the judges' category contributions."""
     ref_dir = out / "reference"
-    run_step(
+    _step(
         "reference",
         ["query", *_model_args(ref, "[reference]"), "--manifest", str(pool), "--out", str(ref_dir),
          "--no-progress"],
         _GO_ON,
     )  # fmt: skip
     ref_pred = ref_dir / _output_name(ref["model"])
-    run_step("reference-eval", ["evaluate", str(ref_pred), "--truth", str(pool), "--out",
-                                str(out / "reference_eval"), *ev])  # fmt: skip
+    _step("reference-eval", ["evaluate", str(ref_pred), "--truth", str(pool), "--out",
+                             str(out / "reference_eval"), *ev])  # fmt: skip
     argv = ["judge", str(ref_pred), "--manifest", str(pool), "--out", str(out / "judges"),
             "--no-progress"]  # fmt: skip
     for j in cfg.get("judges") or []:
@@ -249,7 +249,7 @@ def _reference(
         url = f"@{j['base_url']}" if j.get("base_url") else ""
         argv += ["--judge", f"{j['provider']}:{j['model']}{url}"]
     argv += [str(a) for a in cfg.get("judge_args", [])]
-    run_step("judges", argv, _GO_ON)
+    _step("judges", argv, _GO_ON)
     return ref_pred
 
 
@@ -270,11 +270,11 @@ def _select(
     for k in ("alpha", "gamma_km", "theta", "min_samples"):
         if k in loc:
             argv += [f"--{k.replace('_', '-')}", str(loc[k])]
-    run_step("fit", argv)
+    _step("fit", argv)
     weights = fit_dir / "weights.json"
     scored = out / "scored.parquet"
-    run_step("score", ["localizability", "score", "--weights", str(weights), "--manifest",
-                       str(pool), "--out", str(scored)])  # fmt: skip
+    _step("score", ["localizability", "score", "--weights", str(weights), "--manifest",
+                    str(pool), "--out", str(scored)])  # fmt: skip
     bench = out / "benchmark.csv"
     argv = ["localizability", "select", "--manifest", str(scored), "--weights", str(weights),
             "--out", str(bench)]  # fmt: skip
@@ -283,7 +283,7 @@ def _select(
             v = sel[k]
             v = ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
             argv += [f"--{k.replace('_', '-')}", v]
-    run_step("select", argv)
+    _step("select", argv)
     return bench
 
 
@@ -293,15 +293,15 @@ def _leaderboard(models: list[Any], bench: Path, out: Path, ev: dict[str, Any],
     runs = []
     for m in models:
         d = out / "runs" / _output_name(m.get("model", "model")).removesuffix(".parquet")
-        run_step(f"model {m.get('model')}", ["query", *_model_args(m, "[[models]]"), "--manifest",
-                                             str(bench), "--out", str(d), "--no-progress"],
-                 _GO_ON)  # fmt: skip
+        _step(f"model {m.get('model')}", ["query", *_model_args(m, "[[models]]"), "--manifest",
+                                          str(bench), "--out", str(d), "--no-progress"],
+              _GO_ON)  # fmt: skip
         runs.append(str(d / _output_name(m["model"])))
     if runs:
         argv = ["evaluate", *runs, "--truth", str(bench), "--out", str(out / "leaderboard"), *tail]
         if ev.get("mode"):
             argv += ["--mode", str(ev["mode"])]
-        run_step("leaderboard", argv)
+        _step("leaderboard", argv)
 
 
 def build(config: str | Path) -> Path:
