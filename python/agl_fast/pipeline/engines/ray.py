@@ -21,11 +21,12 @@ Two stages, each an actor pool whose actors build their work once:
   ``num_gpus`` per actor, each holding one ONNX session, fed the decoded
   clips' channel mean by the CPU stage.
 
-:func:`curate_ray` drives a whole run into an output directory from the
-driver: it hands batches to the CPU actors itself (one at a time each) and
-writes their rows as they come back, through the same durable progress log
-and with the same layout as ``agl-fast curate`` on one machine
-(:mod:`agl_fast.pipeline.journal`)::
+:func:`curate_ray` (``agl-fast curate --engine ray``) is
+:func:`agl_fast.pipeline.curate` with the executor
+:class:`~agl_fast.pipeline.engines.ray_run.RayActors`: the one curation
+driver hands batches to the CPU actors (one at a time each) and writes
+their rows as they come back, through the same durable progress log and
+with the same layout as on one machine (:mod:`agl_fast.pipeline.journal`)::
 
     progress/part-NNNNN.log     rows of the part being filled (while running)
     parts/*.parquet             finished rows (every column but ``features``)
@@ -65,13 +66,10 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(RAY_MISSING) from exc
 
-from agl_fast.exceptions import ParameterError
 from agl_fast.pipeline.batch import BatchConfig
+from agl_fast.pipeline.config import CurateConfig
 from agl_fast.pipeline.inputs import AUDIO_EXTENSIONS, Inputs
-from agl_fast.pipeline.run import (
-    CurateConfig,
-    input_table,
-)
+from agl_fast.pipeline.run import input_table
 
 __all__ = ["RayOptions", "curate_dataset", "files_dataset", "inputs_dataset"]
 
@@ -167,12 +165,8 @@ def curate_dataset(
     """
     opts = options or RayOptions()
     run = config if isinstance(config, CurateConfig) else CurateConfig(**asdict(config))
+    run.validate("ray")
     base = run.batch_config()
-    base.validate()
-    if run.batch_size < 1:
-        raise ParameterError(f"batch_size must be >= 1, got batch_size={run.batch_size}")
-    if run.workers is not None and run.workers < 1:
-        raise ParameterError(f"workers must be >= 1 on Ray, got workers={run.workers}")
     threads = base.threads or 1
     tagging = bool(base.tag)
     cpu_cfg = replace(base, tag=(), threads=threads)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import logging
 import wave
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -33,7 +33,7 @@ from agl_fast.exceptions import ParameterError
 from agl_fast.pipeline.batch import BatchConfig, BatchProcessor, build_stages, run_stage
 from agl_fast.pipeline.engines.local import Supervisor
 from agl_fast.pipeline.journal import ipc_bytes, read_ipc
-from agl_fast.pipeline.stages import Clips
+from agl_fast.pipeline.stages import Clips, Stage
 
 __all__ = ["RayOptions"]
 
@@ -42,9 +42,6 @@ _log = logging.getLogger("agl_fast.ray")
 #: Private column that carries a clip's channel mean from the CPU stage to
 #: the tagging actors (dropped by them).
 _TAG_AUDIO = "_tag_audio"
-
-#: Seconds between two looks at the flush schedule while actors run.
-_HEARTBEAT_S = 1.0
 
 
 @dataclass
@@ -113,8 +110,9 @@ class _Curator:
         isolate: bool,
         file_timeout: float | None,
         memory_limit: int | None,
+        extra_stages: Sequence[Stage] = (),
     ) -> None:
-        stages = [_TagAudio()] if carry_audio else []
+        stages = [*extra_stages, *([_TagAudio()] if carry_audio else [])]
         self.sup: Supervisor | None = None
         self.proc: BatchProcessor | None = None
         if isolate:
