@@ -475,10 +475,17 @@ class LocalWorkers:
         return {"this_run": asdict(self.stats)}
 
 
-class InProcess(LocalWorkers):
+class InProcess:
     """The executor of ``workers=0``: the batches run one after the other in
     the driver's process, without crash isolation (a file that kills its
-    decoder ends the run). Its summary has zero worker counts."""
+    decoder ends the run). Its summary has the worker counts of
+    :class:`LocalWorkers`, all zero."""
+
+    engine = "local"
+    replaces_sigterm = False
+
+    def __init__(self) -> None:
+        self._setup: tuple[CurateConfig, Sequence[Stage]] | None = None
 
     def start(self, cfg: CurateConfig, stages: Sequence[Stage], files: int) -> int:
         """Take the run's options; one batch runs at a time."""
@@ -496,8 +503,15 @@ class InProcess(LocalWorkers):
         for batch in batches:
             yield proc(batch)
 
+    def close(self) -> None:
+        """Nothing to stop."""
 
-def local_executor(cfg: CurateConfig) -> LocalWorkers:
+    def summary_fields(self) -> dict[str, dict[str, Any]]:
+        """Zero worker counts, for the summary's ``this_run``."""
+        return {"this_run": asdict(SupervisorStats())}
+
+
+def local_executor(cfg: CurateConfig) -> LocalWorkers | InProcess:
     """The executor of a run on this machine: :class:`InProcess` for
     ``workers=0``, else :class:`LocalWorkers`."""
     return InProcess() if cfg.workers == 0 else LocalWorkers()
