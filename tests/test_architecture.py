@@ -52,14 +52,6 @@ LONG_REASON = "// Long:"
 #: Python modules that still take private names from a sibling module.
 PRIVATE_IMPORTS_TO_REMOVE = {
     "agl_fast/localizability/demo.py agl_fast.localizability.benchmark._step",
-    "agl_fast/pipeline/engines/ray.py agl_fast.pipeline.engines.ray_actors._Curator",
-    "agl_fast/pipeline/engines/ray.py agl_fast.pipeline.engines.ray_actors._Tagger",
-    "agl_fast/pipeline/engines/ray.py agl_fast.pipeline.engines.ray_actors._keys",
-    "agl_fast/pipeline/engines/ray.py agl_fast.pipeline.engines.ray_actors._tag_gpus",
-    "agl_fast/pipeline/engines/ray_run.py agl_fast.pipeline.engines.ray_actors._Curator",
-    "agl_fast/pipeline/engines/ray_run.py agl_fast.pipeline.engines.ray_actors._HEARTBEAT_S",
-    "agl_fast/pipeline/engines/ray_run.py agl_fast.pipeline.engines.ray_actors._Tagger",
-    "agl_fast/pipeline/engines/ray_run.py agl_fast.pipeline.engines.ray_actors._tag_gpus",
     "agl_fast/spatial/fit.py agl_fast.spatial.train._lr",
     "agl_fast/spatial/fit.py agl_fast.spatial.train._trim_history",
 }

@@ -132,7 +132,31 @@ def test_gpu_tagging_on_a_cluster_without_gpu_needs_allow_cpu(cluster: None) -> 
     # With allow_cpu the tagging actors ask for no GPU (the plan is built,
     # nothing runs).
     cfg.allow_cpu = True
-    assert "_Tagger" in str(curate_dataset(ds, cfg))
+    assert "TagActor" in str(curate_dataset(ds, cfg))
+
+
+def test_one_driver_writes_one_summary_form_on_ray_and_on_one_machine(
+    cluster: None, corpus: Path, tmp_path: Path
+) -> None:
+    # a resumed run that retries its failed rows, through the same driver
+    inputs = discover(str(corpus / "bad"))
+    cfg = CurateConfig(sr=8000, workers=1, threads=1, max_duration=2.0)
+    local = curate(inputs, tmp_path / "one", cfg)
+    on_ray = curate_ray(inputs, tmp_path / "ray", cfg)
+    assert local.keys() == on_ray.keys()
+    assert (local["engine"], on_ray["engine"]) == ("local", "ray")
+    assert on_ray["stages"] == local["stages"] and on_ray["counts"] == local["counts"]
+    assert on_ray["audio_hours"] == pytest.approx(local["audio_hours"])
+    ray_only = on_ray["this_run"].keys() - local["this_run"].keys()
+    assert ray_only == {"cluster_cpus", "cluster_nodes"}
+    assert on_ray["versions"]["ray"] == ray.__version__ and on_ray["parameters"]["isolate"]
+    failed = local["counts"]["failed"]
+    assert failed > 0
+    again = CurateConfig(**{**cfg.__dict__, "resume": True, "retry_failed": True})
+    retried = curate_ray(inputs, tmp_path / "ray", again)
+    # every failed file again; the empty one is a row of the metadata pass
+    assert retried["this_run"]["files"] == failed - 1
+    assert retried["counts"] == local["counts"]
 
 
 def test_driver_killed_mid_run_resumes_without_loss_or_duplicates(
@@ -262,7 +286,7 @@ def test_cpu_actor_killed_mid_run_is_replaced_without_loss_or_duplicates(
     actors: list[int] = []
     while time.monotonic() < deadline and not actors:
         if len(list((out / "parts").glob("*.parquet"))) >= 2:
-            actors = _processes("ray::_Curator")
+            actors = _processes("ray::CurateActor")
         time.sleep(0.05)
     assert actors, "no CPU actor found while the run was going"
     for pid in actors:
@@ -338,7 +362,7 @@ def test_decoder_killed_in_a_cpu_actors_child_is_a_crash_row(
     deadline = time.monotonic() + 120
     killed = None
     while time.monotonic() < deadline and killed is None and driver.poll() is None:
-        for actor in _processes("ray::_Curator"):
+        for actor in _processes("ray::CurateActor"):
             # its child decoding (running, not waiting for a batch), once
             # it has answered batches (the first part holds the empty
             # file's row, written by the metadata pass)

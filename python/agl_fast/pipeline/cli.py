@@ -14,12 +14,12 @@ from ..exceptions import AglError, RunInterrupted
 from ..manifest import STRICT_AUDIO_HELP
 from ..presets import get_recipe, recipe_names
 from ..tagging.registry import get_tagger, tagger_names
-from .config import LONG_CLIPS
+from .config import LONG_CLIPS, CurateConfig
 from .demo import demo_directories, output_note, write_demo_corpus
 from .filter_flags import add_filter_flags, filter_options
 from .inputs import Inputs, discover, read_manifest
 from .journal import FLUSH_FILES, FLUSH_SECONDS
-from .run import CurateConfig, curate
+from .run import Executor, curate
 from .shard import merge_runs, parse_shard, shard_inputs
 
 __all__ = ["add_parser", "run"]
@@ -338,26 +338,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         inputs = _inputs(args, demo_dir)
-        if args.retry_failed and not args.resume:
-            raise AglError("--retry-failed continues a run: add --resume")
         frac = args.max_failed_fraction
         if frac is not None and not 0 <= frac <= 1:
             raise AglError(f"--max-failed-fraction must be in [0, 1], got {frac}")
-        cfg = _config(args)
-        if args.engine == "ray":
-            if cfg.workers == 0:
-                raise AglError("--workers 0 (in this process) has no meaning with --engine ray")
-            from .engines.ray_run import curate_ray
-
-            summary = curate_ray(inputs, out, cfg, address=args.ray_address)
-        else:
-            if args.ray_address:
-                raise AglError("--ray-address needs --engine ray")
-            bar = _Progress(len(inputs.keys), args.quiet)
-            try:
-                summary = curate(inputs, out, cfg, progress=bar)
-            finally:
-                bar.close()
+        executor = _executor(args)
+        bar = _Progress(len(inputs.keys), args.quiet)
+        try:
+            summary = curate(inputs, out, _config(args), progress=bar, executor=executor)
+        finally:
+            bar.close()
         if args.report:
             from ..report import write_report
 
@@ -375,6 +364,17 @@ def run(args: argparse.Namespace) -> int:
                 _show_demo(Path(out))
             print(output_note(out, demo_dir))
     return _exit_status(args, out, summary)
+
+
+def _executor(args: argparse.Namespace) -> Executor | None:
+    """The executor ``--engine`` names (None: the default on this machine)."""
+    if args.engine == "ray":
+        from .engines.ray_run import RayActors
+
+        return RayActors(args.ray_address)
+    if args.ray_address:
+        raise AglError("--ray-address needs --engine ray")
+    return None
 
 
 def _config(args: argparse.Namespace) -> CurateConfig:

@@ -1,9 +1,11 @@
-"""What one curation batch computes: :class:`BatchConfig`, its defaults and
-the one validation of its options."""
+"""The options of a curation run and their one validation: what one batch
+computes (:class:`BatchConfig`) and how the run is driven
+(:class:`CurateConfig`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -14,7 +16,14 @@ from ..quality_filters import check_thresholds, defaults
 from ..tagging.registry import get_tagger
 from ..tagging.windows import DEFAULT_FRACTION_SCHEME, FRACTION_SCHEMES
 
-__all__ = ["DEFAULT_MIN_DURATION", "LONG_CLIPS", "BatchConfig"]
+__all__ = [
+    "DEFAULT_MIN_DURATION",
+    "ENGINES",
+    "LONG_CLIPS",
+    "BatchConfig",
+    "CurateConfig",
+    "default_workers",
+]
 
 #: Seconds a clip needs at least to pass (the ``min_duration`` rule).
 DEFAULT_MIN_DURATION = 1.0
@@ -156,3 +165,106 @@ class BatchConfig:
             raise ParameterError(
                 f"threads must be a positive integer, got threads={self.threads!r}"
             )
+
+
+#: The executors a run can have, by name (a summary's ``engine``), and the
+#: fewest ``workers`` each runs with: 0 runs the batches in this process,
+#: which a Ray cluster cannot.
+ENGINES = {"local": 0, "ray": 1}
+
+#: Batches per worker at least, when ``batch_size`` would give fewer.
+TASKS_PER_WORKER = 4
+
+
+def default_workers() -> int:
+    """Worker processes by default: the CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class CurateConfig(BatchConfig):
+    """Parameters of a run (recorded in the summary): what each file gets
+    (:class:`BatchConfig`) and how the run is driven. :meth:`validate` holds
+    every rule of them, for every engine.
+
+    Attributes
+    ----------
+    workers : int or None
+        Workers (default: the CPUs this process may use, or on Ray the
+        cluster's CPUs over ``threads``); 0 runs the batches in this
+        process, without crash isolation (not on Ray).
+    batch_size : int
+        Files per call of the batch function.
+    file_timeout : float or None
+        Seconds per file before its worker is killed (a batch gets
+        ``file_timeout * batch_size``); None: no limit.
+    memory_limit : int or None
+        Address-space cap of each worker in bytes (None: no cap).
+    part_rows, part_bytes : int
+        A part is written once this many rows or bytes of rows are done
+        (rows are durable long before: see :mod:`agl_fast.pipeline.run`).
+    resume : bool
+        Continue the run in the output directory.
+    retry_failed : bool
+        With ``resume``: run the files of failed rows again.
+    """
+
+    workers: int | None = None
+    batch_size: int = 8
+    file_timeout: float | None = 60.0
+    memory_limit: int | None = None
+    part_rows: int = 20_000
+    part_bytes: int = 64 << 20
+    resume: bool = False
+    retry_failed: bool = False
+
+    def batch_config(self) -> BatchConfig:
+        """The per-file part of the configuration."""
+        return BatchConfig(**{f.name: getattr(self, f.name) for f in fields(BatchConfig)})
+
+    def validate(self, engine: str = "local") -> None:
+        """Raise :class:`ParameterError` for options no run on ``engine``
+        (a name of :data:`ENGINES`) could start with: the run options and
+        the per-file ones (:meth:`BatchConfig.validate`)."""
+        if engine not in ENGINES:
+            raise ParameterError(f"engine must be one of {tuple(ENGINES)}, got engine={engine!r}")
+        least = ENGINES[engine]
+        if self.workers is not None and (not _is_int(self.workers) or self.workers < least):
+            where = "" if engine == "local" else f" with engine {engine!r}"
+            raise ParameterError(
+                f"workers must be an integer >= {least}{where}, got workers={self.workers!r}"
+            )
+        for name in ("batch_size", "part_rows", "part_bytes"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise ParameterError(f"{name} must be an integer >= 1, got {name}={value!r}")
+        if self.file_timeout is not None and not self.file_timeout > 0:
+            raise ParameterError(
+                f"file_timeout must be > 0 or None, got file_timeout={self.file_timeout!r}"
+            )
+        if self.memory_limit is not None and (
+            not _is_int(self.memory_limit) or self.memory_limit < 1
+        ):
+            raise ParameterError(
+                f"memory_limit must be a positive integer or None, "
+                f"got memory_limit={self.memory_limit!r}"
+            )
+        if self.retry_failed and not self.resume:
+            raise ParameterError(
+                "retry_failed continues a run: pass resume=True (--resume) with it"
+            )
+        super().validate()
+
+    def batch_size_for(self, files: int, workers: int) -> int:
+        """Files per batch for a run of ``files`` files on ``workers``
+        workers: ``batch_size``, or fewer so that every worker gets several
+        batches (a run's tail is then one file, not one batch, long)."""
+        per = max(workers, 1) * TASKS_PER_WORKER
+        return min(self.batch_size, max(1, -(-files // per)))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)

@@ -1,5 +1,8 @@
-"""The curation driver: batches of files through :func:`process_batch` in
-worker processes, rows into Parquet parts.
+"""The curation driver: batches of files through :func:`process_batch` on
+an :class:`Executor` (this process, worker processes on this machine, or
+Ray actors), rows into Parquet parts. There is one driver for every
+engine: it owns the output directory, the skip set, the progress log, the
+signals and the summary; the executor only runs batches.
 
 Layout of the output directory::
 
@@ -34,7 +37,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import platform
 import re
 import signal
@@ -43,9 +45,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -54,28 +56,24 @@ import pyarrow.compute as pc
 from .. import __version__
 from .._internal.safe_files import check_tree, write_atomic
 from ..exceptions import ParameterError, RunInterrupted
-from .batch import BASE_COLUMNS, BatchConfig, BatchProcessor, error_rows, stage_names
-from .engines.local import Supervisor, SupervisorStats
+from .batch import BASE_COLUMNS, error_rows, stage_names
+from .config import CurateConfig, default_workers
+from .engines.local import local_executor
 from .inputs import Inputs, extra_columns_at
 from .journal import PARTS_DIR, PartSink, progress_files, read_parts, recover
 from .precheck import REFUSED_PATH, check_paths
 from .stages import Stage, atomic_write_parquet
 
 __all__ = [
-    "PRECHECK_CHUNK",
     "CurateConfig",
+    "Executor",
     "Resumed",
-    "atomic_json",
-    "consume_rows",
     "curate",
     "default_workers",
     "final_table",
     "input_table",
-    "interrupted",
-    "metadata_pass",
     "prepare_out",
     "run_counts",
-    "skipped_summary",
     "stop_on_signals",
 ]
 
@@ -84,89 +82,50 @@ _log = logging.getLogger("agl_fast.pipeline")
 #: Rows of unreadable inputs handed to the part sink at a time.
 PRECHECK_CHUNK = 8192
 
-#: Batches per worker at least, when ``batch_size`` would give fewer.
-_TASKS_PER_WORKER = 4
 
-#: Seconds between two looks at the flush schedule while workers run.
-_HEARTBEAT_S = 1.0
-
-
-@dataclass
-class CurateConfig(BatchConfig):
-    """Parameters of a run (recorded in the summary): what each file gets
-    (:class:`BatchConfig`) and how the run is driven.
+class Executor(Protocol):
+    """What runs the batches of :func:`curate`: :class:`~.engines.local.InProcess`,
+    :class:`~.engines.local.LocalWorkers` (the default) or
+    :class:`~agl_fast.ray.RayActors`. The driver owns everything else: the
+    output directory, the skip set, the progress log, the signals and the
+    summary.
 
     Attributes
     ----------
-    workers : int or None
-        Worker processes (default: the CPUs this process may use); 0 runs
-        the batches in this process, without crash isolation.
-    batch_size : int
-        Files per call of the batch function.
-    file_timeout : float or None
-        Seconds per file before its worker is killed (a batch gets
-        ``file_timeout * batch_size``); None: no limit.
-    memory_limit : int or None
-        Address-space cap of each worker in bytes (None: no cap).
-    part_rows, part_bytes : int
-        A part is written once this many rows or bytes of rows are done
-        (rows are durable long before: see the module notes).
-    resume : bool
-        Continue the run in the output directory.
-    retry_failed : bool
-        With ``resume``: run the files of failed rows again.
+    engine : str
+        Its name among :data:`~agl_fast.pipeline.config.ENGINES` (the
+        rules :meth:`CurateConfig.validate` applies, and the summary's
+        ``engine``).
+    replaces_sigterm : bool
+        Whether the run's SIGTERM handler replaces one the application
+        installed (Ray's driver installs one that exits at once).
     """
 
-    workers: int | None = None
-    batch_size: int = 8
-    file_timeout: float | None = 60.0
-    memory_limit: int | None = None
-    part_rows: int = 20_000
-    part_bytes: int = 64 << 20
-    resume: bool = False
-    retry_failed: bool = False
+    engine: str
+    replaces_sigterm: bool
 
-    def batch_config(self) -> BatchConfig:
-        """The per-file part of the configuration."""
-        return BatchConfig(**{f.name: getattr(self, f.name) for f in fields(BatchConfig)})
+    def start(self, cfg: CurateConfig, stages: Sequence[Stage], files: int) -> int:
+        """Set up for a run of at most ``files`` files (the set-up may go on
+        while the driver checks the inputs); return how many batches it
+        runs at once."""
+        ...
 
-    def validate_run(self, min_workers: int = 0) -> BatchConfig:
-        """Check the run options (both engines) and the per-file ones;
-        return the per-file part.
+    def run(
+        self, batches: Iterator[pa.Table], n_batches: int, heartbeat: Callable[[], None]
+    ) -> Iterator[pa.Table]:
+        """Yield a table of rows for every file of ``batches`` (``n_batches``
+        of them, each taken only when it is handed out), in any order;
+        call ``heartbeat`` at least every second or so while waiting."""
+        ...
 
-        Parameters
-        ----------
-        min_workers : int
-            The fewest workers the engine can run with (0: in this process).
+    def close(self) -> None:
+        """Stop whatever :meth:`start` and :meth:`run` started (idempotent)."""
+        ...
 
-        Raises
-        ------
-        ParameterError
-            An option no run could start with.
-        """
-        if self.batch_size < 1:
-            raise ParameterError(f"batch_size must be >= 1, got batch_size={self.batch_size}")
-        if self.part_rows < 1 or self.part_bytes < 1:
-            raise ParameterError(
-                f"part_rows and part_bytes must be >= 1, got part_rows={self.part_rows}, "
-                f"part_bytes={self.part_bytes}"
-            )
-        if self.workers is not None and self.workers < min_workers:
-            where = " on Ray" if min_workers else ""
-            raise ParameterError(
-                f"workers must be >= {min_workers}{where}, got workers={self.workers}"
-            )
-        cfg = self.batch_config()
-        cfg.validate()
-        return cfg
-
-
-def default_workers() -> int:
-    """Worker processes by default: the CPUs this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    def summary_fields(self) -> dict[str, dict[str, Any]]:
+        """Entries of its own for the summary's ``this_run``,
+        ``parameters`` and ``versions``."""
+        ...
 
 
 @dataclass
@@ -240,18 +199,10 @@ def stop_on_signals(override: bool = False) -> Iterator[None]:
             signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
 
 
-def _logged(sink: PartSink, batches: Iterable[pa.Table]) -> Iterator[pa.Table]:
-    """``batches``, each recorded as started when it is taken (that is, just
-    before a worker gets it)."""
-    for b in batches:
-        sink.started(b)
-        yield b
-
-
-def interrupted(exc: KeyboardInterrupt, out: Path, sink: PartSink) -> RunInterrupted:
+def _interrupted(exc: KeyboardInterrupt, out: Path, sink: PartSink) -> RunInterrupted:
     """The :class:`RunInterrupted` a run raises when a signal stops it (the
     signal's own, else SIGINT), after logging what is saved and what
-    ``--resume`` will redo; both engines use it."""
+    ``--resume`` will redo."""
     signum = exc.signum if isinstance(exc, RunInterrupted) else signal.SIGINT
     _log.warning(
         "%s: stopping; rows of finished files are saved in %s, %d files in flight "
@@ -263,13 +214,7 @@ def interrupted(exc: KeyboardInterrupt, out: Path, sink: PartSink) -> RunInterru
     return RunInterrupted(signum)
 
 
-def skipped_summary(inputs: Inputs) -> dict[str, Any]:
-    """The ``skipped`` entry of a run summary: what listing the inputs left
-    out (:attr:`Inputs.skipped`), zero counts when nothing was."""
-    return inputs.skipped or {"count": 0, "by_extension": {}, "files": []}
-
-
-def metadata_pass(inputs: Inputs, todo: list[int]) -> tuple[list[int], pa.Table]:
+def _metadata_pass(inputs: Inputs, todo: list[int]) -> tuple[list[int], pa.Table]:
     """Split ``todo`` into the inputs to decode and the error rows of those
     that cannot be read (:func:`~agl_fast.pipeline.precheck.check_paths`) or
     whose file was refused (:attr:`Inputs.refused`), before any worker starts."""
@@ -308,20 +253,6 @@ def input_table(inputs: Inputs, idx: list[int]) -> pa.Table:
     return pa.table(cols)
 
 
-def _in_process(
-    cfg: BatchConfig, stages: Sequence[Stage], batches: Iterator[pa.Table]
-) -> Iterator[pa.Table]:
-    proc = BatchProcessor(cfg, stages)
-    for b in batches:
-        yield proc(b)
-
-
-def atomic_json(obj: Any, path: Path) -> None:
-    """Write ``obj`` as indented JSON to ``path`` (a new temporary file and a
-    rename, inside ``path``'s folder)."""
-    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
-
-
 def final_table(rows: pa.Table, inputs: Inputs, out: str | Path) -> pa.Table:
     """A run's final table from its rows: keys of ``inputs`` only (others
     are logged and left out), the base columns first and the rest by name,
@@ -344,6 +275,7 @@ def curate(
     *,
     stages: Sequence[Stage] = (),
     progress: Callable[[int, float], None] | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline over ``inputs`` into ``out``; return the summary.
 
@@ -355,88 +287,109 @@ def curate(
     out : str or Path
         Output directory (see the module notes for its layout).
     cfg : CurateConfig
-        Run parameters.
+        Run parameters, checked once (:meth:`CurateConfig.validate`) for
+        the executor's engine before anything is read or written.
     stages : sequence of Stage
         Extra stages (e.g. a custom tagger), run after the built-in ones;
         sent to the worker processes, so they must be picklable.
     progress : callable or None
         Called as rows finish with ``(files_done, audio_seconds_done)``.
+    executor : Executor or None
+        What runs the batches (default: worker processes on this machine,
+        or this process for ``workers=0``; :class:`~agl_fast.ray.RayActors`
+        for a Ray cluster).
+
+    Raises
+    ------
+    ParameterError
+        An option no run could start with, or an output directory that
+        holds a run without ``resume``.
+    RunInterrupted
+        On SIGINT or SIGTERM, after the finished rows are flushed.
     """
     cfg = cfg or CurateConfig()
+    executor = executor or local_executor(cfg)
+    cfg.validate(executor.engine)
     if not inputs.keys:
         spec = inputs.source.get("spec", "")
         raise ParameterError(f"no audio files to curate in {spec!r}" if spec else "no inputs")
-    batch_cfg = cfg.validate_run()
     out = Path(out)
     state = prepare_out(out, inputs, cfg.resume)
     skip = state.done - state.failed if cfg.retry_failed else state.done
     todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
-    todo, unreadable = metadata_pass(inputs, todo)
-    workers = default_workers() if cfg.workers is None else cfg.workers
-    sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
-    batches, n_batches = _batches(inputs, todo, cfg.batch_size, workers, sink)
-    stats = SupervisorStats()
-    t0 = time.perf_counter()
-    audio_s = 0.0
-    sup = None
-    finished = False
     try:
-        with stop_on_signals():
-            chunks = range(0, unreadable.num_rows, PRECHECK_CHUNK)
-            audio_s = consume_rows(
-                sink, (unreadable.slice(a, PRECHECK_CHUNK) for a in chunks), progress
-            )
-            if workers == 0 or not todo:
-                rows = _in_process(batch_cfg, stages, batches) if todo else iter(())
-            else:
-                sup = Supervisor(
-                    batch_cfg,
-                    stages,
-                    workers=min(workers, n_batches),
-                    file_timeout=cfg.file_timeout,
-                    memory_limit=cfg.memory_limit,
-                )
-                stats = sup.stats
-                rows = sup.run(batches, heartbeat=sink.tick, heartbeat_s=_HEARTBEAT_S)
-            audio_s = consume_rows(sink, rows, progress, audio_s)
-            sink.finish()
-            finished = True
-    except KeyboardInterrupt as exc:
-        raise interrupted(exc, out, sink) from exc
+        # The executor may set up (e.g. start actors) while the inputs are checked.
+        parallel = executor.start(cfg, stages, len(todo))
+        todo, unreadable = _metadata_pass(inputs, todo)
+        sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
+        size = cfg.batch_size_for(len(todo), parallel)
+        tables = (input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size))
+        batches = _logged(sink, tables), -(-len(todo) // size)
+        audio_s, wall = _execute(executor, sink, unreadable, batches, progress, out)
     finally:
-        if not finished:
-            sink.abort()
-        if sup is not None:
-            sup.close()
-    wall = time.perf_counter() - t0
-    final = write_final(out, inputs)
-    names = [*stage_names(batch_cfg), *(s.name for s in stages)]
-    summary = _summary(final, cfg, inputs, names, wall, len(todo), audio_s, stats)
-    summary["this_run"]["redone_in_flight"] = len(state.redo)
-    atomic_json(summary, out / "summary.json")
+        executor.close()
+    final = _write_final(out, inputs)
+    this_run = {
+        "files": len(todo),
+        "audio_seconds": audio_s,
+        "wall_seconds": wall,
+        "redone_in_flight": len(state.redo),
+    }
+    names = [*stage_names(cfg), *(s.name for s in stages)]
+    summary = _summary(final, cfg, inputs, names, this_run, executor)
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
 
-def _batches(
-    inputs: Inputs, todo: list[int], batch_size: int, workers: int, sink: PartSink
-) -> tuple[Iterator[pa.Table], int]:
-    """The input tables of the run's batches, each logged as started when
-    it is taken, and their count. Smaller batches when there are few files,
-    so that every worker gets several (a run's tail is then one file, not
-    one batch, long)."""
-    size = min(batch_size, max(1, -(-len(todo) // (max(workers, 1) * _TASKS_PER_WORKER))))
-    tables = (input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size))
-    return _logged(sink, tables), -(-len(todo) // size)
+def _execute(
+    executor: Executor,
+    sink: PartSink,
+    unreadable: pa.Table,
+    batches: tuple[Iterator[pa.Table], int],
+    progress: Callable[[int, float], None] | None,
+    out: Path,
+) -> tuple[float, float]:
+    """Put the error rows of ``unreadable`` inputs, then the rows of
+    ``batches`` (the tables and their count) as ``executor`` returns them,
+    into ``sink``, under the run's signal handler; return the audio seconds
+    done and the wall time. A run that does not finish leaves its log
+    flushed for ``resume``."""
+    t0 = time.perf_counter()
+    finished = False
+    try:
+        with stop_on_signals(override=executor.replaces_sigterm):
+            chunks = range(0, unreadable.num_rows, PRECHECK_CHUNK)
+            audio_s = _consume_rows(
+                sink, (unreadable.slice(a, PRECHECK_CHUNK) for a in chunks), progress
+            )
+            rows = executor.run(*batches, sink.tick)
+            audio_s = _consume_rows(sink, rows, progress, audio_s)
+            sink.finish()
+            finished = True
+    except KeyboardInterrupt as exc:
+        raise _interrupted(exc, out, sink) from exc
+    finally:
+        if not finished:
+            sink.abort()
+    return audio_s, time.perf_counter() - t0
 
 
-def consume_rows(
+def _logged(sink: PartSink, batches: Iterable[pa.Table]) -> Iterator[pa.Table]:
+    """``batches``, each recorded as started when it is taken (that is, just
+    before a worker gets it)."""
+    for b in batches:
+        sink.started(b)
+        yield b
+
+
+def _consume_rows(
     sink: PartSink,
     tables: Iterable[pa.Table],
     progress: Callable[[int, float], None] | None,
     audio_s: float = 0.0,
 ) -> float:
-    """Put each table into ``sink`` and report progress (both engines);
-    return the audio seconds done, ``audio_s`` plus those of ``tables``."""
+    """Put each table into ``sink`` and report progress; return the audio
+    seconds done, ``audio_s`` plus those of ``tables``."""
     for table in tables:
         sink.add(table)
         at = table.schema.get_field_index("duration")
@@ -447,9 +400,9 @@ def consume_rows(
     return audio_s
 
 
-def write_final(out: Path, inputs: Inputs) -> pa.Table:
-    """Join the finished parts into ``curated.parquet`` in input order (both
-    engines); return the table."""
+def _write_final(out: Path, inputs: Inputs) -> pa.Table:
+    """Join the finished parts into ``curated.parquet`` in input order;
+    return the table."""
     rows = read_parts(out)
     if rows is None:
         rows = pa.table({c: pa.array([], pa.string()) for c in ("key", "error_type")})
@@ -505,40 +458,41 @@ def _summary(
     cfg: CurateConfig,
     inputs: Inputs,
     stages: Sequence[str],
-    wall: float,
-    processed: int,
-    audio_s: float,
-    stats: SupervisorStats,
+    this_run: dict[str, Any],
+    executor: Executor,
 ) -> dict[str, Any]:
+    """``summary.json`` of a run: the input and what listing it left out,
+    the counts of the final table, this run's work and throughput, the
+    stages, parameters and versions, with the executor's own entries."""
     dur = (
         final.column("duration").to_numpy(zero_copy_only=False)
         if "duration" in final.column_names
         else np.zeros(0)
     )
-    total_audio = float(np.nansum(dur.astype(np.float64)))
+    files, audio_s, wall = this_run["files"], this_run["audio_seconds"], this_run["wall_seconds"]
+    own = executor.summary_fields()
     return {
+        "engine": executor.engine,
         "input": dict(inputs.source),
-        "skipped": skipped_summary(inputs),
+        "skipped": inputs.skipped or {"count": 0, "by_extension": {}, "files": []},
         "counts": run_counts(final, len(inputs.keys)),
-        "audio_hours": total_audio / 3600,
+        "audio_hours": float(np.nansum(dur.astype(np.float64))) / 3600,
         "this_run": {
-            "files": processed,
-            "audio_seconds": audio_s,
-            "wall_seconds": wall,
-            "files_per_second": processed / wall if wall > 0 else None,
+            **this_run,
+            "files_per_second": files / wall if wall > 0 else None,
             "x_real_time": audio_s / wall if wall > 0 else None,
-            "worker_cpu_seconds": stats.worker_cpu_seconds,
-            "workers_started": stats.workers_started,
-            "workers_lost": stats.workers_lost,
-            "isolated_batches": stats.isolated_batches,
-            "worker_peak_vm_bytes": stats.worker_peak_vm_bytes,
+            **own.get("this_run", {}),
         },
         "stages": list(stages),
-        "parameters": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
+        "parameters": {
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
+            **own.get("parameters", {}),
+        },
         "versions": {
             "agl_fast": __version__,
             "python": platform.python_version(),
             "numpy": np.__version__,
             "pyarrow": pa.__version__,
+            **own.get("versions", {}),
         },
     }

@@ -18,6 +18,11 @@ that batch still get their rows and the culprit alone gets an error row:
 Workers start from a fork server that has imported the pipeline once, so a
 replacement costs milliseconds, and the parent's threads never leak into a
 worker.
+
+The executors of :func:`agl_fast.pipeline.curate` on one machine (see
+:class:`agl_fast.pipeline.run.Executor`): :class:`LocalWorkers` (this
+supervisor, the default) and :class:`InProcess` (``workers=0``: the
+batches in the driver's process, without crash isolation).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -43,9 +48,18 @@ import pyarrow as pa
 
 from ...exceptions import ParameterError
 from ..batch import RESOURCE_LIMIT, BatchConfig, BatchProcessor, error_rows
+from ..config import CurateConfig, default_workers
 from ..stages import Stage
 
-__all__ = ["DECODER_CRASH", "TIMEOUT", "Supervisor", "SupervisorStats"]
+__all__ = [
+    "DECODER_CRASH",
+    "TIMEOUT",
+    "InProcess",
+    "LocalWorkers",
+    "Supervisor",
+    "SupervisorStats",
+    "local_executor",
+]
 
 _log = logging.getLogger("agl_fast.pipeline")
 
@@ -57,6 +71,9 @@ ISOLATION_ERRORS = (DECODER_CRASH, TIMEOUT, RESOURCE_LIMIT)
 #: What an allocator prints before it aborts (Rust's ``handle_alloc_error``,
 #: glibc, CPython).
 _ALLOC_FAILURES = ("memory allocation of", "MemoryError", "Cannot allocate memory", "bad_alloc")
+
+#: Seconds between two looks at the flush schedule while workers run.
+HEARTBEAT_S = 1.0
 
 
 @dataclass
@@ -185,6 +202,12 @@ class Supervisor:
         limit).
     memory_limit : int or None
         Address-space cap of each worker in bytes (None: no cap).
+
+    Notes
+    -----
+    The options are those of a :class:`~agl_fast.pipeline.config.CurateConfig`
+    that :meth:`~agl_fast.pipeline.config.CurateConfig.validate` passed:
+    they are not checked again here.
     """
 
     def __init__(
@@ -196,13 +219,6 @@ class Supervisor:
         file_timeout: float | None = 60.0,
         memory_limit: int | None = None,
     ) -> None:
-        if workers < 1:
-            raise ParameterError(f"workers must be >= 1, got workers={workers}")
-        if file_timeout is not None and not file_timeout > 0:
-            raise ParameterError(f"file_timeout must be > 0, got file_timeout={file_timeout}")
-        if memory_limit is not None and memory_limit < 1:
-            raise ParameterError(f"memory_limit must be > 0, got memory_limit={memory_limit}")
-        config.validate()
         try:
             self._spec = pickle.dumps((config, list(stages)))
         except Exception as exc:
@@ -409,3 +425,93 @@ class Supervisor:
                 )
             return DECODER_CRASH, f"worker killed by {name}{detail}"
         return DECODER_CRASH, f"worker exited with status {exitcode} without a result{detail}"
+
+
+class LocalWorkers:
+    """The executor of a run on this machine: a :class:`Supervisor` of
+    ``workers`` processes (default: :func:`default_workers`), no more than
+    the run has batches."""
+
+    engine = "local"
+    replaces_sigterm = False
+
+    def __init__(self) -> None:
+        self.stats = SupervisorStats()
+        self._sup: Supervisor | None = None
+        self._setup: tuple[CurateConfig, Sequence[Stage]] | None = None
+        self._workers = 1
+
+    def start(self, cfg: CurateConfig, stages: Sequence[Stage], files: int) -> int:
+        """Take the run's options (workers start with the first batch);
+        return the workers it runs at most."""
+        self._setup = (cfg, stages)
+        self._workers = default_workers() if cfg.workers is None else cfg.workers
+        return self._workers
+
+    def run(
+        self, batches: Iterator[pa.Table], n_batches: int, heartbeat: Callable[[], None]
+    ) -> Iterator[pa.Table]:
+        """The rows of ``batches`` (``n_batches`` of them) in completion order."""
+        if self._setup is None or n_batches == 0:
+            return iter(())
+        cfg, stages = self._setup
+        self._sup = Supervisor(
+            cfg.batch_config(),
+            stages,
+            workers=min(self._workers, n_batches),
+            file_timeout=cfg.file_timeout,
+            memory_limit=cfg.memory_limit,
+        )
+        self.stats = self._sup.stats
+        return self._sup.run(batches, heartbeat=heartbeat, heartbeat_s=HEARTBEAT_S)
+
+    def close(self) -> None:
+        """Stop the workers (idempotent)."""
+        if self._sup is not None:
+            self._sup.close()
+
+    def summary_fields(self) -> dict[str, dict[str, Any]]:
+        """What the workers did, for the summary's ``this_run``."""
+        return {"this_run": asdict(self.stats)}
+
+
+class InProcess:
+    """The executor of ``workers=0``: the batches run one after the other in
+    the driver's process, without crash isolation (a file that kills its
+    decoder ends the run). Its summary has the worker counts of
+    :class:`LocalWorkers`, all zero."""
+
+    engine = "local"
+    replaces_sigterm = False
+
+    def __init__(self) -> None:
+        self._setup: tuple[CurateConfig, Sequence[Stage]] | None = None
+
+    def start(self, cfg: CurateConfig, stages: Sequence[Stage], files: int) -> int:
+        """Take the run's options; one batch runs at a time."""
+        self._setup = (cfg, stages)
+        return 1
+
+    def run(
+        self, batches: Iterator[pa.Table], n_batches: int, heartbeat: Callable[[], None]
+    ) -> Iterator[pa.Table]:
+        """The rows of each of ``batches``, in order."""
+        if self._setup is None or n_batches == 0:
+            return
+        cfg, stages = self._setup
+        proc = BatchProcessor(cfg.batch_config(), stages)
+        for batch in batches:
+            yield proc(batch)
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+    def summary_fields(self) -> dict[str, dict[str, Any]]:
+        """Zero worker counts, for the summary's ``this_run``."""
+        return {"this_run": asdict(SupervisorStats())}
+
+
+def local_executor(cfg: CurateConfig) -> LocalWorkers | InProcess:
+    """The executor of a run on this machine: :class:`InProcess` for
+    ``workers=0``, else :class:`LocalWorkers`."""
+    return InProcess() if cfg.workers == 0 else LocalWorkers()

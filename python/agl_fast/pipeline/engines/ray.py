@@ -21,11 +21,12 @@ Two stages, each an actor pool whose actors build their work once:
   ``num_gpus`` per actor, each holding one ONNX session, fed the decoded
   clips' channel mean by the CPU stage.
 
-:func:`curate_ray` drives a whole run into an output directory from the
-driver: it hands batches to the CPU actors itself (one at a time each) and
-writes their rows as they come back, through the same durable progress log
-and with the same layout as ``agl-fast curate`` on one machine
-(:mod:`agl_fast.pipeline.journal`)::
+:func:`curate_ray` (``agl-fast curate --engine ray``) is
+:func:`agl_fast.pipeline.curate` with the executor
+:class:`~agl_fast.pipeline.engines.ray_run.RayActors`: the one curation
+driver hands batches to the CPU actors (one at a time each) and writes
+their rows as they come back, through the same durable progress log and
+with the same layout as on one machine (:mod:`agl_fast.pipeline.journal`)::
 
     progress/part-NNNNN.log     rows of the part being filled (while running)
     parts/*.parquet             finished rows (every column but ``features``)
@@ -52,11 +53,11 @@ import pyarrow as pa
 
 from agl_fast.pipeline.engines import RAY_MISSING
 from agl_fast.pipeline.engines.ray_actors import (
+    CurateActor,
     RayOptions,
-    _Curator,
-    _keys,
-    _tag_gpus,
-    _Tagger,
+    TagActor,
+    row_keys,
+    tag_gpus,
 )
 
 try:
@@ -65,19 +66,16 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(RAY_MISSING) from exc
 
-from agl_fast.exceptions import ParameterError
 from agl_fast.pipeline.batch import BatchConfig
+from agl_fast.pipeline.config import CurateConfig
 from agl_fast.pipeline.inputs import AUDIO_EXTENSIONS, Inputs
-from agl_fast.pipeline.run import (
-    CurateConfig,
-    input_table,
-)
+from agl_fast.pipeline.run import input_table
 
 __all__ = ["RayOptions", "curate_dataset", "files_dataset", "inputs_dataset"]
 
 
 def _drop_done(table: pa.Table, done: frozenset[str]) -> pa.Table:
-    keep = [k not in done for k in _keys(table)]
+    keep = [k not in done for k in row_keys(table)]
     return table.filter(pa.array(keep, pa.bool_()))
 
 
@@ -167,12 +165,8 @@ def curate_dataset(
     """
     opts = options or RayOptions()
     run = config if isinstance(config, CurateConfig) else CurateConfig(**asdict(config))
+    run.validate("ray")
     base = run.batch_config()
-    base.validate()
-    if run.batch_size < 1:
-        raise ParameterError(f"batch_size must be >= 1, got batch_size={run.batch_size}")
-    if run.workers is not None and run.workers < 1:
-        raise ParameterError(f"workers must be >= 1 on Ray, got workers={run.workers}")
     threads = base.threads or 1
     tagging = bool(base.tag)
     cpu_cfg = replace(base, tag=(), threads=threads)
@@ -186,7 +180,7 @@ def curate_dataset(
             cpus -= opts.tag_actors * opts.tag_cpus
         pool = ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, int(cpus // threads)))
     ds = ds.map_batches(
-        _Curator,
+        CurateActor,
         fn_constructor_kwargs={
             "config": cpu_cfg,
             "carry_audio": tagging,
@@ -201,12 +195,12 @@ def curate_dataset(
     )
     if tagging:
         ds = ds.map_batches(
-            _Tagger,
+            TagActor,
             fn_constructor_kwargs={"config": base},
             batch_size=opts.tag_batch_size,
             batch_format="pyarrow",
             compute=ray.data.ActorPoolStrategy(size=opts.tag_actors),
-            num_gpus=_tag_gpus(base, opts),
+            num_gpus=tag_gpus(base, opts),
             num_cpus=opts.tag_cpus,
         )
     return ds

@@ -2,7 +2,7 @@
 ``curate --engine ray`` (:mod:`.ray_run`) and the Ray Data stages
 (:mod:`.ray`) both run on the cluster.
 
-A CPU actor (:class:`_Curator`) is a Ray worker process that imports this
+A CPU actor (:class:`CurateActor`) is a Ray worker process that imports this
 module when it starts, so it imports nothing it does not use: not Ray Data
 (and, through it, pandas), 0.6 s of CPU at each actor's start for no
 use. With isolation (the default) the actor is a thin relay: its
@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import logging
 import wave
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -33,7 +33,7 @@ from agl_fast.exceptions import ParameterError
 from agl_fast.pipeline.batch import BatchConfig, BatchProcessor, build_stages, run_stage
 from agl_fast.pipeline.engines.local import Supervisor
 from agl_fast.pipeline.journal import ipc_bytes, read_ipc
-from agl_fast.pipeline.stages import Clips
+from agl_fast.pipeline.stages import Clips, Stage
 
 __all__ = ["RayOptions"]
 
@@ -42,9 +42,6 @@ _log = logging.getLogger("agl_fast.ray")
 #: Private column that carries a clip's channel mean from the CPU stage to
 #: the tagging actors (dropped by them).
 _TAG_AUDIO = "_tag_audio"
-
-#: Seconds between two looks at the flush schedule while actors run.
-_HEARTBEAT_S = 1.0
 
 
 @dataclass
@@ -95,7 +92,7 @@ class _TagAudio:
         return {_TAG_AUDIO: pa.array(mono, pa.list_(pa.float32()))}
 
 
-class _Curator:
+class CurateActor:
     """The CPU actor: the batch function, built once, optionally behind a
     supervised child process.
 
@@ -113,8 +110,9 @@ class _Curator:
         isolate: bool,
         file_timeout: float | None,
         memory_limit: int | None,
+        extra_stages: Sequence[Stage] = (),
     ) -> None:
-        stages = [_TagAudio()] if carry_audio else []
+        stages = [*extra_stages, *([_TagAudio()] if carry_audio else [])]
         self.sup: Supervisor | None = None
         self.proc: BatchProcessor | None = None
         if isolate:
@@ -141,7 +139,7 @@ class _Curator:
         # files run one by one after a lost worker
         out = pa.concat_tables(parts, promote_options="permissive")
         rank = {k: i for i, k in enumerate(out.column("key").to_pylist())}
-        want = [rank[k] for k in _keys(table)]
+        want = [rank[k] for k in row_keys(table)]
         return out.take(pa.array(want, pa.int64()))
 
     def __del__(self) -> None:
@@ -207,12 +205,12 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.table(cols, names=names)
 
 
-def _keys(table: pa.Table) -> list[str]:
+def row_keys(table: pa.Table) -> list[str]:
     name = "key" if "key" in table.column_names else "path"
     return [str(k) for k in table.column(name).to_pylist()]
 
 
-class _Tagger:
+class TagActor:
     """The tagging actor: the configured taggers (one ONNX session each),
     run on the clips the CPU stage carried."""
 
@@ -260,7 +258,7 @@ class _Tagger:
         return table.set_column(at, "stage_error", pa.array(errors, pa.string()))
 
 
-def _tag_gpus(config: BatchConfig, opts: RayOptions) -> float:
+def tag_gpus(config: BatchConfig, opts: RayOptions) -> float:
     if opts.tag_gpus is not None:
         return opts.tag_gpus
     if config.tag_device == "cpu" or "efficientat" not in config.tag:

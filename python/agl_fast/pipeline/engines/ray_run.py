@@ -1,13 +1,13 @@
-"""The driver of ``curate --engine ray``: batches handed to the CPU actors
-of :mod:`.ray`, rows written as they come back through the progress log
+"""The executor of ``curate --engine ray``: :class:`RayActors` runs the
+batches of :func:`agl_fast.pipeline.curate` on the CPU actors of
+:mod:`.ray_actors` (and its tagging actors), one batch per actor at a time;
+the driver writes their rows as they come back through the progress log
 (see :mod:`.ray` for the whole design)."""
 
 from __future__ import annotations
 
-import platform
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +20,15 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(RAY_MISSING) from exc
 
-from ... import __version__
+from ..config import CurateConfig
 from ..inputs import Inputs
-from ..journal import LogContents, PartSink, ipc_bytes, read_ipc, read_log, read_parts
-from ..run import (
-    PRECHECK_CHUNK,
-    CurateConfig,
-    atomic_json,
-    consume_rows,
-    input_table,
-    interrupted,
-    metadata_pass,
-    prepare_out,
-    run_counts,
-    skipped_summary,
-    stop_on_signals,
-    write_final,
-)
-from .ray_actors import _HEARTBEAT_S, RayOptions, _Curator, _tag_gpus, _Tagger
+from ..journal import LogContents, ipc_bytes, read_ipc, read_log, read_parts
+from ..run import curate
+from ..stages import Stage
+from .local import HEARTBEAT_S
+from .ray_actors import CurateActor, RayOptions, TagActor, tag_gpus
 
-__all__ = ["curate_ray", "done_keys"]
+__all__ = ["RayActors", "curate_ray", "done_keys"]
 
 
 def done_keys(out: str | Path) -> set[str]:
@@ -56,63 +45,103 @@ def done_keys(out: str | Path) -> set[str]:
     return done
 
 
-def _cpu_actors(cfg: CurateConfig, opts: RayOptions, tagging: bool, n_batches: int) -> int:
-    if cfg.workers is not None:
-        return max(1, min(cfg.workers, n_batches))
-    threads = cfg.threads or 1
-    cpus = ray.cluster_resources().get("CPU", 1.0)
-    if tagging:
-        cpus -= opts.tag_actors * opts.tag_cpus
-    return max(1, min(int(cpus // threads), n_batches))
+class RayActors:
+    """The executor of a run on a Ray cluster: ``workers`` CPU actors
+    (default: the cluster's CPUs over ``threads``, less the tagging
+    actors'), no more than the run has batches, and ``options.tag_actors``
+    tagging actors when the run tags.
 
+    Parameters
+    ----------
+    address : str or None
+        The cluster to join (``"auto"``, ``"ray://host:10001"``) unless Ray
+        is initialised already; with neither, a new local cluster.
+    options : RayOptions or None
+        Isolation and the tagging pool (recorded in the summary's
+        ``parameters``).
+    """
 
-@dataclass
-class _Actors:
-    """The actors of one run: CPU actors, then tagging actors (possibly
-    none)."""
+    engine = "ray"
+    replaces_sigterm = True
 
-    cpus: list[Any]
-    taggers: list[Any]
+    def __init__(self, address: str | None = None, options: RayOptions | None = None) -> None:
+        self.address = address
+        self.options = options or RayOptions()
+        self._cpus: list[Any] = []
+        self._taggers: list[Any] = []
+
+    def start(self, cfg: CurateConfig, stages: Sequence[Stage], files: int) -> int:
+        """Join the cluster and create the actors for ``files`` files; their
+        set-up (imports, the fork server of the isolating child, the probe
+        clip) runs on the cluster while the driver goes on. Return the
+        CPU actors."""
+        if not ray.is_initialized():
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+        opts = self.options
+        base = cfg.batch_config()
+        tagging = bool(base.tag)
+        threads = base.threads or 1
+        gpus = tag_gpus(base, opts) if tagging else 0.0  # may refuse: before any actor
+        if cfg.workers is not None:
+            n_cpu = cfg.workers
+        else:
+            cpus = ray.cluster_resources().get("CPU", 1.0)
+            if tagging:
+                cpus -= opts.tag_actors * opts.tag_cpus
+            n_cpu = max(1, int(cpus // threads))
+        size = cfg.batch_size_for(files, n_cpu)
+        n_cpu = min(n_cpu, -(-files // size))
+        restart = {"max_restarts": -1, "max_task_retries": -1}
+        curator: Any = ray.remote(CurateActor)
+        curator = curator.options(num_cpus=threads, **restart)
+        cpu_cfg = replace(base, tag=(), threads=threads)
+        args = (cpu_cfg, tagging, opts.isolate, cfg.file_timeout, cfg.memory_limit, stages)
+        self._cpus = [curator.remote(*args) for _ in range(n_cpu)]
+        if tagging and n_cpu:
+            tagger: Any = ray.remote(TagActor)
+            tagger = tagger.options(num_cpus=opts.tag_cpus, num_gpus=gpus, **restart)
+            self._taggers = [tagger.remote(base) for _ in range(opts.tag_actors)]
+        return max(n_cpu, 1)
+
+    def run(
+        self, batches: Iterator[pa.Table], n_batches: int, heartbeat: Callable[[], None]
+    ) -> Iterator[pa.Table]:
+        """The rows of ``batches`` as the actors finish them."""
+        if n_batches == 0 or not self._cpus:
+            return iter(())
+        return _drive(batches, self._cpus, self._taggers, heartbeat)
 
     def close(self) -> None:
-        for actor in [*self.cpus, *self.taggers]:
+        """Kill the run's actors (idempotent)."""
+        for actor in [*self._cpus, *self._taggers]:
             ray.kill(actor)
+        self._cpus, self._taggers = [], []
+
+    def summary_fields(self) -> dict[str, dict[str, Any]]:
+        """The cluster's size, the Ray options and Ray's version."""
+        return {
+            "this_run": {
+                "cluster_cpus": ray.cluster_resources().get("CPU"),
+                "cluster_nodes": len([n for n in ray.nodes() if n.get("Alive")]),
+            },
+            "parameters": asdict(self.options),
+            "versions": {"ray": ray.__version__},
+        }
 
 
-def _start_actors(cfg: CurateConfig, opts: RayOptions, n_batches: int) -> _Actors:
-    """Create the run's actors; their set-up (imports, the fork server of
-    the isolating child, the probe clip) runs on the cluster while this
-    driver goes on, e.g. with the metadata pass."""
-    base = cfg.batch_config()
-    tagging = bool(base.tag)
-    threads = base.threads or 1
-    cpu_cfg = replace(base, tag=(), threads=threads)
-    gpus = _tag_gpus(base, opts) if tagging else 0.0  # may refuse: before any actor
-    restart = {"max_restarts": -1, "max_task_retries": -1}
-    curator: Any = ray.remote(_Curator)
-    curator = curator.options(num_cpus=threads, **restart)
-    n_cpu = _cpu_actors(cfg, opts, tagging, n_batches)
-    args = (cpu_cfg, tagging, opts.isolate, cfg.file_timeout, cfg.memory_limit)
-    cpus = [curator.remote(*args) for _ in range(n_cpu)]
-    taggers: list[Any] = []
-    if tagging:
-        tagger: Any = ray.remote(_Tagger)
-        tagger = tagger.options(num_cpus=opts.tag_cpus, num_gpus=gpus, **restart)
-        taggers = [tagger.remote(base) for _ in range(opts.tag_actors)]
-    return _Actors(cpus, taggers)
-
-
-def _drive(batches: list[pa.Table], actors: _Actors, sink: PartSink) -> Iterator[pa.Table]:
-    """Hand ``batches`` to the CPU actors (one each at a time), chain their
-    output to the tagging actors when there are any, and yield every
-    finished table as it comes back (for ``sink``, which logs the batches
-    handed out). An actor that finishes gets its next batch before its rows
-    are yielded."""
-    n_cpu, taggers = len(actors.cpus), actors.taggers
-    idle = list(actors.cpus)
+def _drive(
+    batches: Iterator[pa.Table], cpus: list[Any], taggers: list[Any], heartbeat: Callable[[], None]
+) -> Iterator[pa.Table]:
+    """Hand ``batches`` to the CPU actors (one each at a time, a batch taken
+    only when an actor is free for it), chain their output to the tagging
+    actors when there are any, and yield every finished table as it comes
+    back; call ``heartbeat`` at least every :data:`HEARTBEAT_S` seconds. An
+    actor that finishes gets its next batch before its rows are yielded."""
+    n_cpu = len(cpus)
+    idle = list(cpus)
     busy: dict[Any, Any] = {}  # CPU task -> its actor
     results: set[Any] = set()  # tasks whose output is a finished table
-    source = iter(batches)
+    source = batches
     state = {"exhausted": False, "tagged": 0}
 
     def hand_out() -> None:
@@ -123,7 +152,6 @@ def _drive(batches: list[pa.Table], actors: _Actors, sink: PartSink) -> Iterator
             if batch is None:
                 state["exhausted"] = True
                 return
-            sink.started(batch)
             actor = idle.pop()
             ref = actor.__call__.remote(ipc_bytes(batch))
             busy[ref] = actor
@@ -137,8 +165,8 @@ def _drive(batches: list[pa.Table], actors: _Actors, sink: PartSink) -> Iterator
         if not busy and not results:
             return
         waiting = [*busy, *(r for r in results if r not in busy)]
-        ready, _ = ray.wait(waiting, num_returns=1, timeout=_HEARTBEAT_S)
-        sink.tick()
+        ready, _ = ray.wait(waiting, num_returns=1, timeout=HEARTBEAT_S)
+        heartbeat()
         finished = [ref for ref in ready if ref in results]
         for ref in ready:
             if ref in busy:
@@ -147,43 +175,6 @@ def _drive(batches: list[pa.Table], actors: _Actors, sink: PartSink) -> Iterator
         hand_out()
         for ref in finished:
             yield read_ipc(ray.get(ref))
-
-
-def _summary(
-    inputs: Inputs,
-    cfg: CurateConfig,
-    opts: RayOptions,
-    final: pa.Table,
-    this_run: dict[str, Any],
-    redone: int,
-) -> dict[str, Any]:
-    """``summary.json`` of a Ray run (the local engine's keys, plus the
-    cluster's size and Ray's version)."""
-    files, audio_s, wall = this_run["files"], this_run["audio_seconds"], this_run["wall_seconds"]
-    return {
-        "engine": "ray",
-        "input": dict(inputs.source),
-        "skipped": skipped_summary(inputs),
-        "counts": run_counts(final, len(inputs.keys)),
-        "this_run": {
-            **this_run,
-            "files_per_second": files / wall if wall > 0 else None,
-            "x_real_time": audio_s / wall if wall > 0 else None,
-            "cluster_cpus": ray.cluster_resources().get("CPU"),
-            "cluster_nodes": len([n for n in ray.nodes() if n.get("Alive")]),
-            "redone_in_flight": redone,
-        },
-        "parameters": {
-            **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
-            **asdict(opts),
-        },
-        "versions": {
-            "agl_fast": __version__,
-            "python": platform.python_version(),
-            "pyarrow": pa.__version__,
-            "ray": ray.__version__,
-        },
-    }
 
 
 def curate_ray(
@@ -195,63 +186,19 @@ def curate_ray(
     options: RayOptions | None = None,
     progress: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
-    """``agl-fast curate --engine ray``: the batch function of
-    :func:`curate_dataset` on Ray actors over ``inputs``, rows written into
-    ``out`` by this driver as they come back (see the module notes); return
-    the summary.
+    """``agl-fast curate --engine ray``: :func:`~agl_fast.pipeline.curate`
+    with :class:`RayActors` joining the cluster at ``address`` with
+    ``options``; return the summary.
 
-    Connects to the cluster at ``address`` (``"auto"``, ``"ray://host:10001"``)
-    unless Ray is initialised already; with neither, starts a local one.
     ``cfg`` drives the run as on one machine: ``workers`` CPU actors
     (default: the cluster's CPUs over ``threads``), ``batch_size`` files per
     task, ``part_rows`` / ``part_bytes`` per part, ``resume`` and
     ``retry_failed``. ``progress`` is called as rows finish with
-    ``(files_done, audio_seconds_done)``, as by
-    :func:`~agl_fast.pipeline.curate`.
+    ``(files_done, audio_seconds_done)``.
 
     Raises
     ------
     RunInterrupted
         On SIGINT or SIGTERM, after the finished rows are flushed.
     """
-    cfg = cfg or CurateConfig()
-    opts = options or RayOptions()
-    cfg.validate_run(min_workers=1)
-    out = Path(out)
-    state = prepare_out(out, inputs, cfg.resume)
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    skip = state.done - state.failed if cfg.retry_failed else state.done
-    todo = [i for i, k in enumerate(inputs.keys) if k not in skip]
-    size = cfg.batch_size
-    # The actors set up while the metadata pass runs (at most one too many
-    # when it finds unreadable files).
-    actors = _start_actors(cfg, opts, -(-len(todo) // size)) if todo else _Actors([], [])
-    try:
-        todo, unreadable = metadata_pass(inputs, todo)
-        batches = [input_table(inputs, todo[s : s + size]) for s in range(0, len(todo), size)]
-        sink = PartSink(out, state.next_part, cfg.part_rows, cfg.part_bytes)
-        t0 = time.perf_counter()
-        finished = False
-        try:
-            with stop_on_signals(override=True):
-                chunks = range(0, unreadable.num_rows, PRECHECK_CHUNK)
-                audio_s = consume_rows(
-                    sink, (unreadable.slice(a, PRECHECK_CHUNK) for a in chunks), progress
-                )
-                audio_s = consume_rows(sink, _drive(batches, actors, sink), progress, audio_s)
-                sink.finish()
-                finished = True
-        except KeyboardInterrupt as exc:
-            raise interrupted(exc, out, sink) from exc
-        finally:
-            if not finished:
-                sink.abort()
-    finally:
-        actors.close()
-    wall = time.perf_counter() - t0
-    final = write_final(out, inputs)
-    this_run = {"files": len(todo), "audio_seconds": audio_s, "wall_seconds": wall}
-    summary = _summary(inputs, cfg, opts, final, this_run, len(state.redo))
-    atomic_json(summary, out / "summary.json")
-    return summary
+    return curate(inputs, out, cfg, progress=progress, executor=RayActors(address, options))
