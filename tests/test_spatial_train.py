@@ -16,10 +16,10 @@ from torch.nn import functional as F
 
 from agl_fast.cli import main
 from agl_fast.exceptions import ParameterError
+from agl_fast.sage.model import SageConfig, SageEncoder
+from agl_fast.sage.train import RECIPES, TrainConfig, _lr, evaluate, load_split, recipe, train
 from agl_fast.spatial.dataset import build_dataset
 from agl_fast.spatial.metrics import angular_error, mean_average_precision
-from agl_fast.spatial.train import RECIPES, TrainConfig, _lr, evaluate, load_split, recipe, train
-from agl_fast.torch.sage import SageConfig, SageEncoder
 
 pytestmark = pytest.mark.torch
 
@@ -159,7 +159,7 @@ def test_stage1_trains_the_event_loss_only(data):
     mcfg = SageConfig(**{**GEO.to_dict(), "num_classes": len(tr["vocab"])})
     model = SageEncoder(mcfg).eval()  # no random masks: the same forward twice
     cfg = recipe("owl", steps=10)
-    from agl_fast.spatial.train import _losses
+    from agl_fast.sage.train import _losses
 
     idx = torch.arange(4)
     first = _losses(model, tr, idx, cfg, step=0)
@@ -173,7 +173,7 @@ def test_stage1_trains_the_event_loss_only(data):
 
 
 def test_soft_targets_wrap_around_the_circle():
-    from agl_fast.spatial.train import soft_cross_entropy, soft_targets
+    from agl_fast.sage.train import soft_cross_entropy, soft_targets
 
     t = soft_targets(torch.tensor([0, 180]), 360, 10.0, circular=True)
     torch.testing.assert_close(t.sum(1), torch.ones(2))

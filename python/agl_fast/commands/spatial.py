@@ -2,19 +2,19 @@
 
 ``agl-fast spatial simulate --scenes N --out DIR`` writes a simulated
 dataset (:mod:`agl_fast.spatial.dataset`); ``agl-fast spatial train --data
-DIR --out RUN`` trains SAGE on it (:mod:`agl_fast.spatial.train`).
+DIR --out RUN`` trains SAGE on it (:mod:`agl_fast.sage.train`).
 
 ``agl-fast spatial experiment --minutes 15`` simulates rooms, trains a
 small SAGE on remixed sources and reports its errors on held-out rooms
-(:mod:`agl_fast.spatial.experiment`).
+(:mod:`agl_fast.sage.experiment`).
 
 ``agl-fast spatial ask --data DIR --provider P --model M --out OUT`` asks an
 audio-language model the dataset's spatial questions and scores the answers
-with OWL's metrics (:mod:`agl_fast.spatial.ask`).
+with OWL's metrics (:mod:`agl_fast.commands.spatial_ask`).
 
 ``agl-fast spatial owl train|infer|eval`` trains OWL (SAGE + Q-Former +
 a causal LM with LoRA) with the paper's curriculum, and answers and scores
-a dataset's questions with it (:mod:`agl_fast.spatial.owl`).
+a dataset's questions with it (:mod:`agl_fast.owl.cli`).
 
 ``agl-fast spatial infer AUDIO... --model sage.onnx`` prints one JSON line
 per file: azimuth and elevation (degrees), distance (m), the most probable
@@ -34,7 +34,7 @@ import numpy as np
 
 from .._internal.onnx import DEVICES
 from ..exceptions import AglError
-from .defaults import CLIP_SECONDS, SR
+from ..spatial.defaults import CLIP_SECONDS, SR
 
 
 def add_parser(sub: Any) -> None:
@@ -51,8 +51,8 @@ def add_parser(sub: Any) -> None:
     _add_simulate(ssub)
     _add_train(ssub)
     _add_experiment(ssub)
-    from .ask import add_parser as add_ask
-    from .owl import add_parser as add_owl
+    from ..owl.cli import add_parser as add_owl
+    from .spatial_ask import add_parser as add_ask
 
     add_ask(ssub)
     add_owl(ssub)
@@ -138,7 +138,7 @@ def _add_train(ssub: Any) -> None:
     tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     tr.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     tr.add_argument("--export", type=Path, help="also write the trained model as ONNX here")
-    from .fit_cli import add_stream_options
+    from ..sage.fit_cli import add_stream_options
 
     add_stream_options(tr)
     tr.set_defaults(run=run_train)
@@ -146,8 +146,8 @@ def _add_train(ssub: Any) -> None:
 
 def _add_experiment(ssub: Any) -> None:
     """``spatial experiment``: simulate, train and evaluate within a time budget
-    (defaults: those of :class:`~agl_fast.spatial.experiment.ExperimentConfig`)."""
-    from .experiment import ExperimentConfig
+    (defaults: those of :class:`~agl_fast.sage.experiment.ExperimentConfig`)."""
+    from ..sage.experiment import ExperimentConfig
 
     d = ExperimentConfig()
     ex = ssub.add_parser(
@@ -216,7 +216,7 @@ def _load(path: Path) -> tuple[np.ndarray, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .infer import SageSession
+    from ..sage.infer import SageSession
 
     session = SageSession(
         str(args.model), device=args.device, allow_cpu=args.allow_cpu, n_threads=args.threads
@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from .dataset import build_dataset
+    from ..spatial.dataset import build_dataset
 
     rows = build_dataset(
         args.out,
@@ -260,9 +260,9 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ..torch.sage import SageConfig
-    from ..torch.sage_rir import GEOMETRY_DIM
-    from .train import recipe, train
+    from ..sage.model import SageConfig
+    from ..sage.rir import GEOMETRY_DIM
+    from ..sage.train import recipe, train
 
     mcfg = SageConfig(
         embed_dim=args.dim,
@@ -295,15 +295,15 @@ def run_train(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every,
     )
     if args.stream:
-        from .fit_cli import run_stream
+        from ..sage.fit_cli import run_stream
 
         return run_stream(args, mcfg, cfg)
     model, metrics = train(
         args.data, args.out, model_config=mcfg, config=cfg, resume=args.resume, device=args.device
     )
     if args.export:
-        from .infer import export_onnx
-        from .train import load_split
+        from ..sage.infer import export_onnx
+        from ..sage.train import load_split
 
         frames = int(load_split(args.data, "train", None, depth=False)["x"].shape[2])
         export_onnx(model, str(args.export), frames=frames)
@@ -314,7 +314,7 @@ def run_train(args: argparse.Namespace) -> int:
 def run_experiment(args: argparse.Namespace) -> int:
     import torch
 
-    from .experiment import experiment_config, run_experiment
+    from ..sage.experiment import experiment_config, run_experiment
 
     torch.set_num_threads(args.threads)
     cfg = experiment_config(

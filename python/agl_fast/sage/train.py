@@ -8,7 +8,7 @@ alpha1 * BCE(events) + alpha2 * CE(distance) + alpha3 * (CE(azimuth) +
 CE(elevation))`` and, when the model has the RIR branch
 (``SageConfig.rir_length > 0``), ``L_geo = ||R - R_hat||_1 + lambda * L_EDC``
 on the first source's BRIR, from the scene's panoramic depth image
-(:func:`agl_fast.torch.sage_rir.geo_loss`).
+(:func:`agl_fast.sage.rir.geo_loss`).
 
 Two recipes (:data:`RECIPES`, ``agl-fast spatial train --recipe``):
 
@@ -51,11 +51,11 @@ from torch.nn import functional as F
 
 from ..exceptions import CheckpointFormatError, ModelStateError, ParameterError
 from ..presets import bat
+from ..spatial.dataset import load_scenes
+from ..spatial.metrics import angular_error, mean_average_precision
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
-from ..torch.sage import SageConfig, SageEncoder
-from ..torch.sage_rir import ETA, GEO_LAMBDA, geo_loss, geometry_vector
-from .dataset import load_scenes
-from .metrics import angular_error, mean_average_precision
+from .model import SageConfig, SageEncoder
+from .rir import ETA, GEO_LAMBDA, geo_loss, geometry_vector
 
 __all__ = [
     "RECIPES",
@@ -136,7 +136,7 @@ def load_split(
     ``events`` (multi-hot), ``distance``, ``azimuth``, ``elevation``; with
     ``rir_length > 0`` also ``rir`` ``[n, 2, rir_length]`` (the first
     source's BRIR, cut or zero-padded), ``geometry`` ``[n, 10]``
-    (:func:`agl_fast.torch.sage_rir.geometry_vector`, the ablation) and,
+    (:func:`agl_fast.sage.rir.geometry_vector`, the ablation) and,
     with ``depth``, ``depth`` ``[n, H, W]`` (the panoramas, m)."""
     root = Path(root)
     rows = [json.loads(x) for x in (root / "scenes.jsonl").read_text().splitlines()]
@@ -427,12 +427,12 @@ def train(
     ``until`` stops this run after that many steps in all (the schedule still
     spans ``config.steps``), leaving a checkpoint to resume from. Every
     ``config.log_every`` steps a line goes to ``log`` (default: the
-    ``agl_fast.spatial`` logger at INFO) and a JSON line ``{"step", "loss",
+    ``agl_fast.sage.train`` logger at INFO) and a JSON line ``{"step", "loss",
     "lr", "seconds"}`` is appended to ``out/history.jsonl`` (kept across
     resumes, so the file holds the whole training curve).
     """
     if log is None:
-        log = logging.getLogger("agl_fast.spatial").info
+        log = logging.getLogger("agl_fast.sage.train").info
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

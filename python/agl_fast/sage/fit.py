@@ -1,4 +1,4 @@
-"""SAGE training on streamed scenes (:mod:`agl_fast.spatial.stream`), at scale.
+"""SAGE training on streamed scenes (:mod:`agl_fast.sage.stream`), at scale.
 
 One loop for one CPU, one GPU or several through ``torchrun``
 (DistributedDataParallel: NCCL on CUDA, gloo on the CPU; the environment
@@ -14,15 +14,15 @@ One loop for one CPU, one GPU or several through ``torchrun``
   states and the data position (epoch, batch): a resumed run continues the
   loss curve of an uninterrupted one exactly (same device and world size);
 * ``init``: start from an AudioMAE or Spatial-AST checkpoint, strictly
-  (:func:`agl_fast.torch.sage.load_checkpoint`) or with a key report
-  (:func:`agl_fast.torch.sage.load_partial`);
+  (:func:`agl_fast.sage.model.load_checkpoint`) or with a key report
+  (:func:`agl_fast.sage.model.load_partial`);
 * evaluation in batches on the training device (:func:`evaluate_stream`).
 
-The loss is :func:`agl_fast.spatial.train.binaural_loss` with the recipe's
-``alpha`` (two stages as :class:`~agl_fast.spatial.train.TrainConfig`
+The loss is :func:`agl_fast.sage.train.binaural_loss` with the recipe's
+``alpha`` (two stages as :class:`~agl_fast.sage.train.TrainConfig`
 describes); the schedule is the recipe's warm-up and cosine over the
 optimiser steps of all epochs. The RIR branch is not trained here (the
-bank holds no depth images); :func:`agl_fast.spatial.train.train` trains it
+bank holds no depth images); :func:`agl_fast.sage.train.train` trains it
 on a stored dataset.
 """
 
@@ -43,13 +43,13 @@ from torch.utils.data import DataLoader
 
 from ..exceptions import CheckpointFormatError, ModelStateError, ParameterError
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
-from ..torch.sage import SageConfig, SageEncoder, load_checkpoint, load_partial
+from .model import SageConfig, SageEncoder, load_checkpoint, load_partial
 from .stream import RirBank, StreamConfig
 from .train import TrainConfig, _lr, binaural_loss, table2_figures
 
 __all__ = ["PRECISIONS", "FitConfig", "evaluate_stream", "fit", "init_model"]
 
-logger = logging.getLogger("agl_fast.spatial.fit")
+logger = logging.getLogger("agl_fast.sage.fit")
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -89,7 +89,7 @@ def init_model(model: SageEncoder, path: str | Path, *, strict: bool = True) -> 
     (:class:`~agl_fast.exceptions.ModelStateError` otherwise; OWL's released
     SAGE, which has no direction and distance heads, leaves those at their
     initialisation: ``layout`` ``'owl-sage'`` and ``kept`` in the report,
-    :func:`agl_fast.torch.sage.load_checkpoint`); else the
+    :func:`agl_fast.sage.model.load_checkpoint`); else the
     entries whose name and shape match are loaded and the report
     (``loaded``, ``missing``, ``unexpected``, ``mismatched``) is returned
     and logged."""
@@ -164,8 +164,8 @@ def evaluate_stream(
     model: SageEncoder, batches: Any, config: TrainConfig, *, device: str | torch.device = "cpu",
     precision: str = "fp32",
 ) -> dict[str, Any]:  # fmt: skip
-    """Loss and OWL's Table 2 measures (:func:`agl_fast.spatial.train.table2_figures`)
-    over ``batches`` (dicts as :class:`~agl_fast.spatial.stream.StreamingScenes`
+    """Loss and OWL's Table 2 measures (:func:`agl_fast.sage.train.table2_figures`)
+    over ``batches`` (dicts as :class:`~agl_fast.sage.stream.StreamingScenes`
     yields), one batch at a time on ``device``: host memory holds the
     predicted classes and event scores, not the clips. Also ``n``,
     ``seconds`` and ``clips_per_s`` (data making included)."""
@@ -399,9 +399,9 @@ def fit(
     log: Any = None,
 ) -> tuple[SageEncoder, dict[str, Any]]:  # fmt: skip
     """Train SAGE on scenes streamed from the BRIR bank ``bank`` (a path)
-    and ``sources`` (:mod:`agl_fast.spatial.stream`), or from scene data
+    and ``sources`` (:mod:`agl_fast.sage.stream`), or from scene data
     with a ``scenes`` method, as
-    :class:`~agl_fast.spatial.bidepth_sage.BidepthData` (then also the
+    :class:`~agl_fast.sage.bidepth.BidepthData` (then also the
     ``sources`` and ``eval_sources``); ``out`` receives
     ``checkpoint.pt``, ``history.jsonl`` (one line every ``log_every``
     optimiser steps: step, epoch, loss, lr, seconds) and ``metrics.json``
@@ -414,7 +414,7 @@ def fit(
     still spans every epoch), leaving a checkpoint to ``resume`` from.
     Returns the model (on the CPU, unwrapped) and the metrics.
     """
-    from ..torch.sage import n_parameters
+    from .model import n_parameters
 
     loop = loop or FitConfig()
     if loop.accum < 1 or loop.workers < 0 or loop.checkpoint_every < 1 or loop.log_every < 1:

@@ -30,7 +30,7 @@ The ablation ``geometry_dim > 0`` feeds a vector of room numbers
 does and it carries what a depth image does not show (wall absorption and
 scattering); it is kept only to compare with.
 
-The branch lives in :class:`agl_fast.torch.sage.SageEncoder` as
+The branch lives in :class:`agl_fast.sage.model.SageEncoder` as
 ``rir_decoder`` when ``SageConfig.rir_length > 0``; the encoder's own
 parameter names are unchanged and its ``forward`` (the inference and ONNX
 path) does not run the branch.
@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from ..exceptions import ParameterError
-from .edc import edc_loss
+from ..torch.edc import edc_loss
 
 __all__ = [
     "ETA",

@@ -17,7 +17,7 @@ one process and within the wall-clock budget:
    to be read from the BRIR rather than remembered from the source.
 3. **Targets.** Circular Gaussian azimuth targets (``sigma_azimuth``
    degrees), Gaussian elevation and distance targets, multi-hot source kind;
-   the loss is that of :mod:`agl_fast.spatial.train` with soft targets.
+   the loss is that of :mod:`agl_fast.sage.train` with soft targets.
 4. **Schedule.** AdamW, linear warm-up, then cosine decay over the *time*
    left for training (or over ``steps`` when given): the run stops when the
    budget minus the time kept for evaluation is spent.
@@ -30,7 +30,7 @@ one process and within the wall-clock budget:
    truth on opposite sides of the interaural axis), distance error rate.
 
 With ``rir_length > 0`` SAGE carries OWL's RIR branch
-(:mod:`agl_fast.torch.sage_rir`): each room's depth panorama from the
+(:mod:`agl_fast.sage.rir`): each room's depth panorama from the
 listener (:func:`agl_fast.spatial.depth.depth_panorama`, rendered with the
 BRIR pools) and the audio tokens predict the position's BRIR (cut or
 zero-padded to ``rir_length`` samples), and ``eta2 * L_geo`` joins the loss;
@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import ParameterError
-from .defaults import LOUDNESS_DBFS, MAX_ORDER, SR
+from ..spatial.defaults import LOUDNESS_DBFS, MAX_ORDER, SR
 from .scoring import evaluate_localisation, experiment_loss, geo_weights
 
 __all__ = ["ExperimentConfig", "brir_pool", "experiment_config", "run_experiment"]
@@ -107,7 +107,7 @@ class ExperimentConfig:
     # experiment; :func:`experiment_config` gives ``owl``).
     recipe: str = "agl-fast"
     alpha: tuple[float, float, float] = (1.0, 1.0, 1.0)  # events, distance, direction
-    # binaural, geometric; None: agl_fast.torch.sage_rir's ETA and GEO_LAMBDA
+    # binaural, geometric; None: agl_fast.sage.rir's ETA and GEO_LAMBDA
     # (read when the run starts, so that importing this module needs no torch)
     eta: tuple[float, float] | None = None
     geo_lambda: float | None = None
@@ -127,7 +127,7 @@ def experiment_config(recipe: str = "agl-fast", **overrides: Any) -> ExperimentC
     (None: kept).
 
     ``agl-fast`` is the experiment's own settings (the dataclass defaults);
-    ``owl`` takes from :data:`agl_fast.spatial.train.RECIPES` ``["owl"]`` the
+    ``owl`` takes from :data:`agl_fast.sage.train.RECIPES` ``["owl"]`` the
     paper's loss weights (``alpha``, ``eta``, ``lambda``, the summed L1 of
     Eq. 3), optimiser (lr, weight decay, betas, clipping), batch size,
     warm-up and two-stage schedule; the stage split and the warm-up (at most
@@ -151,7 +151,7 @@ def experiment_config(recipe: str = "agl-fast", **overrides: Any) -> ExperimentC
 
 
 def _room_job(job: dict[str, Any]) -> list[tuple[np.ndarray, dict[str, Any]]]:
-    from .simulate import bat_labels, find_sofa, load_sofa, sample_scene, simulate_brir
+    from ..spatial.simulate import bat_labels, find_sofa, load_sofa, sample_scene, simulate_brir
 
     sr = job["sr"]
     if job["receiver"] != "two_mic" and sr not in _HRTF:
@@ -162,7 +162,7 @@ def _room_job(job: dict[str, Any]) -> list[tuple[np.ndarray, dict[str, Any]]]:
     spec = sample_scene(rng, n_sources=job["positions"])
     extra: dict[str, Any] = {}
     if job["depth"]:
-        from .depth import depth_panorama
+        from ..spatial.depth import depth_panorama
 
         extra["depth"] = depth_panorama(spec)
     out = []
@@ -217,7 +217,7 @@ def _render(
     brirs: list[np.ndarray], idx: np.ndarray, bank: Any, rng: np.random.Generator, split: str
 ) -> tuple[np.ndarray, list[str]]:
     from ..room import fftconvolve
-    from .mix import normalize
+    from ..spatial.mix import normalize
 
     dry, kinds = [], []
     for _ in idx:
@@ -295,7 +295,7 @@ class _RunLog:
 
 def _check(cfg: ExperimentConfig) -> None:
     """Refuse settings the run cannot use (before anything is simulated)."""
-    from ..torch.sage_rir import UPSAMPLE
+    from .rir import UPSAMPLE
 
     if cfg.rir_length < 0 or cfg.rir_length % UPSAMPLE:
         raise ParameterError(
@@ -343,7 +343,7 @@ def _model(cfg: ExperimentConfig, bank: Any) -> tuple[Any, Any, Any]:
     """The SAGE encoder of the settings, its config and its AdamW optimiser."""
     import torch
 
-    from ..torch.sage import SageConfig, SageEncoder
+    from .model import SageConfig, SageEncoder
 
     torch.manual_seed(cfg.seed)
     mcfg = SageConfig(
@@ -493,9 +493,9 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
         The contents of ``metrics.json``: settings, counts, steps, times and
         the figures on held-out and training rooms.
     """
+    from ..spatial.sources import SourceBank
     from ..torch.checkpoint import write_checkpoint
-    from ..torch.sage import n_parameters
-    from .sources import SourceBank
+    from .model import n_parameters
 
     eta, lam = geo_weights(cfg)
     cfg = replace(cfg, eta=eta, geo_lambda=lam)

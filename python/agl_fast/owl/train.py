@@ -1,12 +1,12 @@
-"""Training OWL with the paper's curriculum (:mod:`agl_fast.torch.owl`).
+"""Training OWL with the paper's curriculum (:mod:`agl_fast.owl.model`).
 
-The recipe (:func:`load_recipe`, shipped as ``owl_recipe.toml``) lists the
+The recipe (:func:`load_recipe`, shipped as ``recipe.toml``) lists the
 stages, each a question selection (types, number of sources) trained for a
 number of epochs with its own learning-rate schedule: a half-cycle cosine
 warm-up over ``warmup_steps`` (``lr * (1 - cos(pi * (s + 1) / W)) / 2``)
 then cosine decay to zero at the stage's end. One AdamW optimiser runs
 through all stages; only the Q-Former, projection and LoRA weights are in it
-(:meth:`~agl_fast.torch.owl.OwlModel.check_trainable`).
+(:meth:`~agl_fast.owl.model.OwlModel.check_trainable`).
 
 The data come through :class:`QaSource`, two methods: the QA rows of a
 selection, and the ``bat`` features of some rows. Batches are drawn from
@@ -23,7 +23,7 @@ a run gives the same steps on any number of processes (up to rounding).
 
 A source's ``select`` may return any sequence (``len`` and indexing): a
 list is shuffled by a full permutation per epoch, any other sequence (a
-lazy, streamed one, :class:`agl_fast.spatial.owl_stream.StreamedQa`) by an
+lazy, streamed one, :class:`agl_fast.owl.stream.StreamedQa`) by an
 affine permutation ``(a * k + b) mod n`` drawn per epoch, so memory does not
 grow with the number of questions.
 """
@@ -48,13 +48,13 @@ import tomllib
 import torch
 
 from ..exceptions import ParameterError
-from .checkpoint import read_checkpoint, write_checkpoint
-from .owl import OwlModel, encode_batch, save_owl
+from ..torch.checkpoint import read_checkpoint, write_checkpoint
+from .model import OwlModel, encode_batch, save_owl
 
 __all__ = ["OwlRecipe", "OwlStage", "QaSource", "load_recipe", "stage_lr", "train_owl"]
 
-_LOG = logging.getLogger("agl_fast.torch.owl_train")
-RECIPE_FILE = "owl_recipe.toml"
+_LOG = logging.getLogger("agl_fast.owl.train")
+RECIPE_FILE = "recipe.toml"
 CHECKPOINT = "checkpoint.pt"
 
 
@@ -86,7 +86,7 @@ class OwlStage:
 
 @dataclass
 class OwlRecipe:
-    """Optimiser, batch and stages of a run (see ``owl_recipe.toml``)."""
+    """Optimiser, batch and stages of a run (see ``recipe.toml``)."""
 
     lr: float = 1e-4
     weight_decay: float = 0.01
@@ -148,7 +148,7 @@ def load_recipe(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     """The recipe of a TOML file (None: the shipped paper recipe), with
     ``KEY=VALUE`` overrides applied in order (see the TOML's header)."""
     if path is None:
-        text = resources.files("agl_fast.torch").joinpath(RECIPE_FILE).read_text("utf-8")
+        text = resources.files(__package__).joinpath(RECIPE_FILE).read_text("utf-8")
     else:
         if not Path(path).is_file():
             raise ParameterError(f"no recipe file {path}")
@@ -392,7 +392,7 @@ def train_owl(
     torchrun instead of DDP); returns ``history`` (one dict per step:
     ``stage``, ``step``, ``global_step``, ``lr``, ``loss``, ``seconds``
     since this invocation started), ``counts``
-    (:meth:`~agl_fast.torch.owl.OwlModel.check_trainable`), ``stopped``
+    (:meth:`~agl_fast.owl.model.OwlModel.check_trainable`), ``stopped``
     (True when ``stop_after`` optimiser steps of the whole run were reached
     first) and ``model_dir`` (the final trainable weights, ``out/owl``)."""
     if stop_after is not None and stop_after < 1:
