@@ -110,8 +110,8 @@ def _sage(s: dict[str, Any], tmp: Path, workers: int) -> dict[str, Any]:
 
     from agl_fast.sage.fit import FitConfig, fit
     from agl_fast.sage.model import SageConfig
+    from agl_fast.sage.recipes import TrainConfig
     from agl_fast.sage.stream import StreamConfig, SyntheticSources
-    from agl_fast.sage.train import TrainConfig
 
     bank = _bank(s, tmp)
     dev = s["device"]
@@ -144,7 +144,7 @@ def _model_only(model: Any, s: dict[str, Any], dev: str) -> float:
     """Steps/s of the same training step on one batch held on the device."""
     import torch
 
-    from agl_fast.sage.train import TrainConfig, binaural_loss
+    from agl_fast.sage.recipes import TrainConfig, binaural_loss
 
     frames = 1 + round(s["clip_s"] * 32000) // 320
     x = torch.randn(s["batch"], 4, frames, 128, device=dev)

@@ -405,7 +405,7 @@ def test_application_packages_raise_within_the_exception_tree() -> None:
 
 
 def test_provider_error_is_an_agl_error() -> None:
-    from agl_fast.alm.providers import ProviderError
+    from agl_fast.alm.protocol import ProviderError
 
     assert issubclass(ProviderError, AglError)
 

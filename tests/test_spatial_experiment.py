@@ -12,12 +12,8 @@ pytest.importorskip("pyroomacoustics")
 from scipy.io import wavfile
 
 from agl_fast.exceptions import ParameterError
-from agl_fast.sage.experiment import (
-    ExperimentConfig,
-    brir_pool,
-    experiment_config,
-    run_experiment,
-)
+from agl_fast.sage.experiment import brir_pool, run_experiment
+from agl_fast.sage.recipes import ExperimentConfig, experiment_config
 from agl_fast.spatial.sources import SourceBank
 
 pytestmark = pytest.mark.torch
@@ -72,7 +68,7 @@ def test_tiny_experiment_runs_and_reports(tmp_path):
 
 
 def test_owl_recipe_comes_from_the_training_recipes():
-    from agl_fast.sage.train import RECIPES
+    from agl_fast.sage.recipes import RECIPES
 
     owl, base = experiment_config("owl", lr=3e-4), experiment_config()
     r = RECIPES["owl"]

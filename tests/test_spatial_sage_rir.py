@@ -12,7 +12,8 @@ import torch
 from agl_fast import room
 from agl_fast.exceptions import ParameterError
 from agl_fast.sage.model import SageConfig, SageEncoder, load_checkpoint
-from agl_fast.sage.rir import GEO_LAMBDA, GEOMETRY_DIM, ResNet18, RirDecoder, geo_loss
+from agl_fast.sage.recipes import GEO_LAMBDA
+from agl_fast.sage.rir import GEOMETRY_DIM, ResNet18, RirDecoder, geo_loss
 from agl_fast.torch import edc_loss
 
 pytestmark = pytest.mark.torch

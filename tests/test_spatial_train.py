@@ -17,7 +17,8 @@ from torch.nn import functional as F
 from agl_fast.cli import main
 from agl_fast.exceptions import ParameterError
 from agl_fast.sage.model import SageConfig, SageEncoder
-from agl_fast.sage.train import RECIPES, TrainConfig, _lr, evaluate, load_split, recipe, train
+from agl_fast.sage.recipes import RECIPES, TrainConfig, _lr, recipe
+from agl_fast.sage.train import evaluate, load_split, train
 from agl_fast.spatial.dataset import build_dataset
 from agl_fast.spatial.metrics import angular_error, mean_average_precision
 

@@ -9,13 +9,7 @@ from typing import Any
 import httpx
 
 from .audio import PreparedAudio
-from .providers import (
-    GEOLOCATION_SCHEMA,
-    Provider,
-    ProviderError,
-    Reply,
-    ReplyShapeError,
-)
+from .protocol import GEOLOCATION_SCHEMA, Provider, ProviderError, Reply, ReplyShapeError
 from .reply_shape import _count, _entry, _obj, _opt_str
 
 _GEMINI_BLOCK = {"OTHER": "blocked", "BLOCKLIST": "blocklist", "SAFETY": "safety"}

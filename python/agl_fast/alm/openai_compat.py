@@ -12,13 +12,7 @@ from typing import Any
 import httpx
 
 from .audio import PreparedAudio
-from .providers import (
-    GEOLOCATION_SCHEMA,
-    Provider,
-    ProviderError,
-    Reply,
-    ReplyShapeError,
-)
+from .protocol import GEOLOCATION_SCHEMA, Provider, ProviderError, Reply, ReplyShapeError
 from .reply_shape import _content, _entry, _obj, _openai_usage, _opt_str
 
 #: Largest embedding (values) accepted from a server.

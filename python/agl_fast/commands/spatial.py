@@ -34,6 +34,7 @@ import numpy as np
 
 from .._internal.onnx import DEVICES
 from ..exceptions import AglError
+from ..sage.recipes import RECIPES
 from ..spatial.defaults import CLIP_SECONDS, SR
 
 
@@ -105,7 +106,7 @@ def _add_train(ssub: Any) -> None:
     tr = ssub.add_parser("train", help="train SAGE on a simulated dataset (torch extra)")
     tr.add_argument("--data", type=Path, required=True, help="a spatial simulate output")
     tr.add_argument("--out", type=Path, required=True, help="checkpoint and metrics directory")
-    tr.add_argument("--recipe", choices=("agl-fast", "owl"), default="agl-fast",
+    tr.add_argument("--recipe", choices=tuple(RECIPES), default="agl-fast",
                     help="training settings: 'owl' is the paper's (appendix C.1, two "
                     "stages), 'agl-fast' the earlier one-stage settings; the options below "
                     "override (default: agl-fast)")  # fmt: skip
@@ -146,8 +147,8 @@ def _add_train(ssub: Any) -> None:
 
 def _add_experiment(ssub: Any) -> None:
     """``spatial experiment``: simulate, train and evaluate within a time budget
-    (defaults: those of :class:`~agl_fast.sage.experiment.ExperimentConfig`)."""
-    from ..sage.experiment import ExperimentConfig
+    (defaults: those of :class:`~agl_fast.sage.recipes.ExperimentConfig`)."""
+    from ..sage.recipes import ExperimentConfig
 
     d = ExperimentConfig()
     ex = ssub.add_parser(
@@ -166,7 +167,7 @@ def _add_experiment(ssub: Any) -> None:
     ex.add_argument(
         "--clip-seconds", type=float, default=d.clip_seconds, help="training clip length"
     )
-    ex.add_argument("--recipe", choices=("agl-fast", "owl"), default="agl-fast",
+    ex.add_argument("--recipe", choices=tuple(RECIPES), default="agl-fast",
                     help="loss weights, optimiser and schedule (owl: the paper's two stages, "
                     "as shares of the run; default: %(default)s)")  # fmt: skip
     ex.add_argument("--batch-size", type=int, default=None,
@@ -261,8 +262,9 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def run_train(args: argparse.Namespace) -> int:
     from ..sage.model import SageConfig
+    from ..sage.recipes import recipe
     from ..sage.rir import GEOMETRY_DIM
-    from ..sage.train import recipe, train
+    from ..sage.train import train
 
     mcfg = SageConfig(
         embed_dim=args.dim,
@@ -314,7 +316,8 @@ def run_train(args: argparse.Namespace) -> int:
 def run_experiment(args: argparse.Namespace) -> int:
     import torch
 
-    from ..sage.experiment import experiment_config, run_experiment
+    from ..sage.experiment import run_experiment
+    from ..sage.recipes import experiment_config
 
     torch.set_num_threads(args.threads)
     cfg = experiment_config(

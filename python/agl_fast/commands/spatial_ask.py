@@ -97,10 +97,11 @@ def ask(args: argparse.Namespace) -> int:
     from ..alm.audio import file_hash
     from ..alm.keys import resolve_key
     from ..alm.options import exit_status, limits, request_params, sampling_free
-    from ..alm.providers import CAPABILITIES, Reply, make_provider
+    from ..alm.protocol import Reply
+    from ..alm.providers import CAPABILITIES, make_provider
     from ..alm.runner import AudioOptions, Engine, Job
-    from ..alm.store import Store, cache_key
     from ..exceptions import ParameterError
+    from ..remote.store import Store, cache_key
     from ..spatial.answers import score_qa
     from ..spatial.dataset import read_qa
 
@@ -196,9 +197,10 @@ def _type1_options(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     harness into the run's store) or the 0/1 match."""
     import functools
 
+    from ..alm.embeddings import fetch_embeddings
     from ..alm.keys import resolve_key
     from ..exceptions import ParameterError
-    from ..spatial.embeddings import fetch_embeddings, read_class_labels
+    from ..spatial.embeddings import read_class_labels
 
     if args.type1 == "match":
         return {"type1": "match"}

@@ -34,7 +34,7 @@ With ``rir_length > 0`` SAGE carries OWL's RIR branch
 listener (:func:`agl_fast.spatial.depth.depth_panorama`, rendered with the
 BRIR pools) and the audio tokens predict the position's BRIR (cut or
 zero-padded to ``rir_length`` samples), and ``eta2 * L_geo`` joins the loss;
-the held-out figures add ``geo_loss``. The recipe (:func:`experiment_config`,
+the held-out figures add ``geo_loss``. The recipe (:func:`agl_fast.sage.recipes.experiment_config`,
 ``--recipe``) sets the loss weights, optimiser and schedule: ``agl-fast``
 (the settings above, one stage) or ``owl`` (appendix C.1: the event loss
 alone for the first 40 % of the run, then ``alpha = (1250, 1, 2)`` with
@@ -62,92 +62,14 @@ import numpy as np
 
 from ..exceptions import ParameterError
 from ..spatial.defaults import LOUDNESS_DBFS, MAX_ORDER, SR
-from .scoring import evaluate_localisation, experiment_loss, geo_weights
+from .recipes import ExperimentConfig, geo_weights
+from .scoring import evaluate_localisation, experiment_loss
 
-__all__ = ["ExperimentConfig", "brir_pool", "experiment_config", "run_experiment"]
+__all__ = ["brir_pool", "run_experiment"]
 
 _HRTF: dict[int, Any] = {}
 #: A BRIR pool: the BRIRs and their labels (:func:`brir_pool`).
 _Pool = tuple[list[np.ndarray], list[dict[str, Any]]]
-
-
-@dataclass
-class ExperimentConfig:
-    """Settings of :func:`run_experiment` (sizes, times in minutes/seconds)."""
-
-    minutes: float = 15.0
-    train_rooms: int = 800
-    test_rooms: int = 100
-    positions: int = 8
-    clip_seconds: float = 1.0
-    max_order: int = MAX_ORDER
-    receiver: str = "auto"
-    embed_dim: int = 192
-    depth: int = 4
-    num_heads: int = 3
-    target_frame: int = 64
-    ipd_scale: float = 31.25
-    batch_size: int = 32
-    lr: float = 1e-3
-    warmup: int = 100
-    weight_decay: float = 0.05
-    steps: int | None = None
-    sigma_azimuth: float = 10.0
-    sigma_elevation: float = 5.0
-    sigma_distance: float = 1.0
-    freq_mask: int = 0
-    time_mask: int = 0
-    token_mask: float = 0.0
-    eval_seconds: float = 45.0
-    seed: int = 0
-    workers: int = 2
-    recordings: list[str] = field(default_factory=list)
-    speech: bool = True
-    # Loss and optimiser (the defaults are the ``agl-fast`` recipe of this
-    # experiment; :func:`experiment_config` gives ``owl``).
-    recipe: str = "agl-fast"
-    alpha: tuple[float, float, float] = (1.0, 1.0, 1.0)  # events, distance, direction
-    # binaural, geometric; None: agl_fast.sage.rir's ETA and GEO_LAMBDA
-    # (read when the run starts, so that importing this module needs no torch)
-    eta: tuple[float, float] | None = None
-    geo_lambda: float | None = None
-    geo_reduction: str = "mean"
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float = 5.0
-    stage1_share: float = 0.0
-    alpha_stage1: tuple[float, float, float] = (1.0, 0.0, 0.0)
-    # The RIR branch (0: none): BRIRs cut or zero-padded to ``rir_length``
-    # samples, predicted from the room's depth panorama and the audio tokens.
-    rir_length: int = 0
-    rir_width: int = 8
-
-
-def experiment_config(recipe: str = "agl-fast", **overrides: Any) -> ExperimentConfig:
-    """An :class:`ExperimentConfig` for a named recipe, some fields replaced
-    (None: kept).
-
-    ``agl-fast`` is the experiment's own settings (the dataclass defaults);
-    ``owl`` takes from :data:`agl_fast.sage.train.RECIPES` ``["owl"]`` the
-    paper's loss weights (``alpha``, ``eta``, ``lambda``, the summed L1 of
-    Eq. 3), optimiser (lr, weight decay, betas, clipping), batch size,
-    warm-up and two-stage schedule; the stage split and the warm-up (at most
-    the first stage) are shares of the run, in time when the run is bounded
-    by its budget.
-    """
-    from .train import RECIPES
-
-    if recipe not in RECIPES:
-        raise ParameterError(f"recipe must be one of {sorted(RECIPES)}, got {recipe!r}")
-    base = ExperimentConfig(recipe=recipe)
-    if recipe == "owl":
-        r = RECIPES["owl"]
-        base = replace(
-            base, alpha=r.alpha, eta=r.eta, geo_lambda=r.geo_lambda,
-            geo_reduction=r.geo_reduction, betas=r.betas, grad_clip=r.grad_clip,
-            stage1_share=r.stage1_share, alpha_stage1=r.alpha_stage1, lr=r.lr,
-            weight_decay=r.weight_decay, batch_size=r.batch_size, warmup=r.warmup,
-        )  # fmt: skip
-    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def _room_job(job: dict[str, Any]) -> list[tuple[np.ndarray, dict[str, Any]]]:

@@ -19,7 +19,7 @@ One loop for one CPU, one GPU or several through ``torchrun``
 * evaluation in batches on the training device (:func:`evaluate_stream`).
 
 The loss is :func:`agl_fast.sage.train.binaural_loss` with the recipe's
-``alpha`` (two stages as :class:`~agl_fast.sage.train.TrainConfig`
+``alpha`` (two stages as :class:`~agl_fast.sage.recipes.TrainConfig`
 describes); the schedule is the recipe's warm-up and cosine over the
 optimiser steps of all epochs. The RIR branch is not trained here (the
 bank holds no depth images); :func:`agl_fast.sage.train.train` trains it
@@ -44,8 +44,9 @@ from torch.utils.data import DataLoader
 from ..exceptions import CheckpointFormatError, ModelStateError, ParameterError
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
 from .model import SageConfig, SageEncoder, load_checkpoint, load_partial
+from .recipes import TrainConfig, _lr
 from .stream import RirBank, StreamConfig
-from .train import TrainConfig, _lr, binaural_loss, table2_figures
+from .train import binaural_loss, table2_figures
 
 __all__ = ["PRECISIONS", "FitConfig", "evaluate_stream", "fit", "init_model"]
 

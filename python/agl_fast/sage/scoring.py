@@ -7,22 +7,13 @@ distance figures on a set of evaluation batches. Needs torch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .experiment import ExperimentConfig
+from .recipes import ExperimentConfig, geo_weights
 
-__all__ = ["evaluate_localisation", "experiment_loss", "geo_weights"]
-
-
-def geo_weights(cfg: ExperimentConfig) -> tuple[tuple[float, float], float]:
-    """``(eta1, eta2)`` and ``lambda`` of the run (the branch's defaults for None)."""
-    from .rir import ETA, GEO_LAMBDA
-
-    eta = ETA if cfg.eta is None else cfg.eta
-    return eta, GEO_LAMBDA if cfg.geo_lambda is None else cfg.geo_lambda
+__all__ = ["evaluate_localisation", "experiment_loss"]
 
 
 def experiment_loss(

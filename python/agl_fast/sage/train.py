@@ -10,24 +10,10 @@ CE(elevation))`` and, when the model has the RIR branch
 on the first source's BRIR, from the scene's panoramic depth image
 (:func:`agl_fast.sage.rir.geo_loss`).
 
-Two recipes (:data:`RECIPES`, ``agl-fast spatial train --recipe``):
-
-``owl``
-    Appendix C.1: two stages, the first ``stage1_share`` (40 of 100 epochs)
-    with the event loss alone (``alpha = (1, 0, 0)``, no ``L_geo``), the
-    rest joint with ``alpha = (1250, 1, 2)``, ``eta = (1, 0.01)``; AdamW,
-    betas (0.9, 0.95), gradient clipping at 1.0, batch 64, a linear warm-up
-    of 5000 steps (at most the first stage) and half-cycle cosine decay.
-    The paper states two learning rates and weight decays: Table 8 gives
-    1e-3 and 1e-4, the Optimization paragraph of C.1 gives 1e-4 and 0.01
-    (the values it also gives for OWL in C.2); the recipe follows C.1's
-    paragraph (``lr = 1e-4``, ``weight_decay = 0.01``). ``lambda`` is not
-    given; 0.1 (the ablation's value). The L1 term is the sum of Eq. 3.
-``agl-fast``
-    The settings used before the OWL recipe (the default): one stage,
-    ``alpha = (1, 1, 2)``, ``lr = 2.5e-4``, weight decay 0.05, AdamW's
-    default betas, clipping at 5.0, batch 16, 50 warm-up steps, and the L1
-    term as a mean over samples.
+The recipe (loss weights, optimiser, schedule) is a
+:class:`~agl_fast.sage.recipes.TrainConfig`, one of
+:data:`~agl_fast.sage.recipes.RECIPES` (``agl-fast spatial train --recipe``);
+the steps are those of :func:`agl_fast.torch.loop.run_steps`.
 
 Azimuth targets may be circular Gaussians (``sigma_azimuth`` degrees)
 instead of one-hot. Mixed precision (bfloat16 autocast) on CUDA. Batches are
@@ -39,9 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,73 +39,18 @@ from ..spatial.dataset import load_scenes
 from ..spatial.metrics import angular_error, mean_average_precision
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
 from .model import SageConfig, SageEncoder
-from .rir import ETA, GEO_LAMBDA, geo_loss, geometry_vector
+from .recipes import TrainConfig, _lr
+from .rir import geo_loss, geometry_vector
 
 __all__ = [
-    "RECIPES",
-    "TrainConfig",
     "binaural_loss",
     "evaluate",
     "load_split",
-    "recipe",
     "soft_cross_entropy",
     "soft_targets",
     "table2_figures",
     "train",
 ]
-
-
-@dataclass
-class TrainConfig:
-    steps: int = 1000
-    batch_size: int = 16
-    lr: float = 2.5e-4
-    weight_decay: float = 0.05
-    warmup: int = 50
-    alpha: tuple[float, float, float] = (1.0, 1.0, 2.0)  # events, distance, direction
-    eta: tuple[float, float] = ETA  # binaural, geometric
-    geo_lambda: float = GEO_LAMBDA
-    sigma_azimuth: float = 0.0
-    seed: int = 0
-    checkpoint_every: int = 100
-    log_every: int = 10
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float = 5.0
-    # Two-stage schedule: the first ``stage1_share`` of the steps use
-    # ``alpha_stage1`` and no L_geo (0: one stage).
-    stage1_share: float = 0.0
-    alpha_stage1: tuple[float, float, float] = (1.0, 0.0, 0.0)
-    geo_reduction: str = "mean"
-
-    @property
-    def stage1_steps(self) -> int:
-        return round(self.steps * self.stage1_share)
-
-
-RECIPES: dict[str, TrainConfig] = {
-    "agl-fast": TrainConfig(),
-    "owl": TrainConfig(
-        batch_size=64,
-        lr=1e-4,
-        weight_decay=0.01,
-        warmup=5000,
-        alpha=(1250.0, 1.0, 2.0),
-        eta=ETA,
-        geo_lambda=GEO_LAMBDA,
-        betas=(0.9, 0.95),
-        grad_clip=1.0,
-        stage1_share=0.4,
-        alpha_stage1=(1.0, 0.0, 0.0),
-        geo_reduction="sum",
-    ),
-}
-
-
-def recipe(name: str, **overrides: Any) -> TrainConfig:
-    """The :data:`RECIPES` entry ``name`` with some fields replaced (None: kept)."""
-    if name not in RECIPES:
-        raise ParameterError(f"recipe must be one of {sorted(RECIPES)}, got {name!r}")
-    return replace(RECIPES[name], **{k: v for k, v in overrides.items() if v is not None})
 
 
 def load_split(
@@ -278,14 +207,6 @@ def _losses(
                               reduction=cfg.geo_reduction)  # fmt: skip
         out["loss"] = out["loss"] + cfg.eta[1] * out["geo"]
     return out
-
-
-def _lr(step: int, cfg: TrainConfig) -> float:
-    warmup = min(cfg.warmup, cfg.stage1_steps) if cfg.stage1_steps > 0 else cfg.warmup
-    if step < warmup:
-        return cfg.lr * (step + 1) / warmup
-    t = (step - warmup) / max(1, cfg.steps - warmup)
-    return cfg.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
 
 
 def _rows(d: dict[str, Any], idx: torch.Tensor, dev: torch.device) -> dict[str, Any]:
