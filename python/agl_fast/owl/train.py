@@ -36,7 +36,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import resources
@@ -49,6 +49,7 @@ import torch
 
 from ..exceptions import ParameterError
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
+from ..torch.loop import Optimiser, Step, run_steps
 from .model import OwlModel, encode_batch, save_owl
 
 __all__ = ["OwlRecipe", "OwlStage", "QaSource", "load_recipe", "stage_lr", "train_owl"]
@@ -236,45 +237,55 @@ class _Run:
     fsdp: bool = False
 
 
-def _step(run: _Run, plan: _Plan, stage: int, step: int, global_step: int, lr: float) -> float:
-    """One optimiser step; returns the mean micro-batch loss (all processes)."""
+def _plan(
+    run: _Run, plans: list[_Plan], pos: dict[str, Any], stop: dict[str, bool]
+) -> Iterator[Step]:
+    """The steps from ``pos`` on, stage after stage, until the last stage
+    ends or ``stop["now"]``: each step's global batch cut into this
+    process's micro-batches, ``(rows, index in the global batch)``."""
+    r, m = run.recipe, run.recipe.micro_batch_size
+    while pos["stage"] < len(plans) and not stop["now"]:
+        k, stage, plan = pos["stage"], r.stages[pos["stage"]], plans[pos["stage"]]
+        lr = stage_lr(pos["step"], plan.steps, stage.warmup_steps, stage.lr or r.lr)
+        idx = _batch(plan, r, k, pos["step"])
+        micro = []
+        for j in range(run.accum):
+            at = run.rank * run.accum + j
+            micro.append(([plan.rows[i] for i in idx[at * m :][:m]], at))
+        yield Step(micro, lr=lr)
+
+
+def _micro_loss(run: _Run, pos: dict[str, Any]) -> Any:
+    """The loss of one micro-batch, its dropout drawn per (step, micro-batch
+    of the global batch): the same masks whatever the number of processes."""
     r = run.recipe
-    for group in run.optimizer.param_groups:
-        group["lr"] = lr
-    idx = _batch(plan, r, stage, step)
-    m = r.micro_batch_size
-    total = torch.zeros((), device=run.device)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if (
         r.bf16 and run.device.type == "cuda") else nullcontext()  # fmt: skip
-    for j in range(run.accum):
-        micro = run.rank * run.accum + j
-        # Dropout drawn per (step, micro-batch of the global batch): the same
-        # masks whatever the number of processes.
-        torch.manual_seed(r.seed * 1_000_003 + global_step * 1009 + micro)
-        rows = [plan.rows[i] for i in idx[micro * m :][:m]]
+
+    def loss(item: tuple[list[dict[str, Any]], int], _j: int) -> torch.Tensor:
+        rows, at = item
+        torch.manual_seed(r.seed * 1_000_003 + pos["global_step"] * 1009 + at)
         enc = encode_batch(run.tokenizer, [x["question"] for x in rows],
                            [x["answer"] for x in rows],
                            max_answer_tokens=run.max_answer_tokens)  # fmt: skip
         feats = run.source.features(rows).to(run.device)
-        last = j == run.accum - 1
+        with autocast:
+            out = run.wrapped(feats, **{k: v.to(run.device) for k, v in enc.items()})
+            return out.loss  # type: ignore[no-any-return]
+
+    return loss
+
+
+def _sync(run: _Run) -> Any:
+    """Gradients exchanged on a step's last micro-batch only (DDP or FSDP)."""
+
+    def sync(last: bool) -> Any:
         if run.fsdp:
             run.model.set_requires_gradient_sync(last)  # type: ignore[operator]
-        sync = nullcontext() if last or run.world == 1 or run.fsdp else run.wrapped.no_sync()
-        with sync:
-            with autocast:
-                out = run.wrapped(feats, **{k: v.to(run.device) for k, v in enc.items()})
-                loss = out.loss / run.accum
-            loss.backward()
-        total += loss.detach()
-    params = [p for p in run.model.parameters() if p.requires_grad]
-    if r.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(params, r.grad_clip)
-    run.optimizer.step()
-    run.optimizer.zero_grad(set_to_none=True)
-    if run.world > 1:
-        torch.distributed.all_reduce(total)
-        total /= run.world
-    return float(total)
+            return nullcontext()
+        return nullcontext() if last or run.world == 1 else run.wrapped.no_sync()
+
+    return sync
 
 
 def _optimizer_state(run: _Run) -> dict[str, Any]:
@@ -425,22 +436,25 @@ def train_owl(
         _load_optimizer(run, saved["optimizer"])
         pos = {k: saved[k] for k in ("stage", "step", "global_step", "history")}
     model.train()
-    stopped = False
+    stop = {"now": False}
     t0 = time.perf_counter()
-    while pos["stage"] < len(plans) and not stopped:
-        k, stage, plan = pos["stage"], recipe.stages[pos["stage"]], plans[pos["stage"]]
-        lr = stage_lr(pos["step"], plan.steps, stage.warmup_steps, stage.lr or recipe.lr)
-        loss = _step(run, plan, k, pos["step"], pos["global_step"], lr)
+
+    def on_step(loss: float, step: Step) -> None:
+        stage = recipe.stages[pos["stage"]]
         pos["history"].append({"stage": stage.name, "step": pos["step"],
-                               "global_step": pos["global_step"], "lr": lr, "loss": loss,
+                               "global_step": pos["global_step"], "lr": step.lr, "loss": loss,
                                "seconds": round(time.perf_counter() - t0, 3)})  # fmt: skip
         pos["step"] += 1
         pos["global_step"] += 1
-        if pos["step"] >= plan.steps:
-            pos["stage"], pos["step"] = k + 1, 0
-        stopped = stop_after is not None and pos["global_step"] >= stop_after
-        if stopped or pos["global_step"] % recipe.checkpoint_every == 0:
+        if pos["step"] >= plans[pos["stage"]].steps:
+            pos["stage"], pos["step"] = pos["stage"] + 1, 0
+        stop["now"] = stop_after is not None and pos["global_step"] >= stop_after
+        if stop["now"] or pos["global_step"] % recipe.checkpoint_every == 0:
             _save(run, out, pos)
+
+    optimiser = Optimiser(opt, params, recipe.grad_clip, world=world)
+    run_steps(optimiser, _plan(run, plans, pos, stop), _micro_loss(run, pos), device=dev,
+              sync=_sync(run), on_step=on_step)  # fmt: skip
     done = pos["stage"] >= len(plans)
     if done:
         _save(run, out, pos)

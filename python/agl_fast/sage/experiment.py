@@ -53,6 +53,7 @@ import multiprocessing
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -342,42 +343,47 @@ def _train(
     say: _RunLog, save: Any,
 ) -> _Progress:  # fmt: skip
     """Step until ``cfg.steps`` or the time ``train_end`` (warm-up, cosine decay)."""
-    import torch
+    from ..torch.loop import Optimiser, Step, run_steps
 
     t0 = time.perf_counter()
-    p, warm_end = _Progress(), 0.0
-    while True:
-        now = time.perf_counter()
-        if cfg.steps is not None:
-            if p.step >= cfg.steps:
-                break
-            frac = p.step / cfg.steps
-        else:
-            if now >= train_end:
-                break
-            frac = (now - t0) / max(1e-9, train_end - t0)
-        stage1 = frac < cfg.stage1_share
-        lr, warm_end = _learning_rate(p.step, frac, cfg, warm_end)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        b = batches.get()
+    p = _Progress()
+    now: dict[str, Any] = {"warm_end": 0.0, "stage1": False, "lr": 0.0}
+
+    def plan() -> Iterator[Step]:
+        while True:
+            if cfg.steps is not None:
+                if p.step >= cfg.steps:
+                    return
+                frac = p.step / cfg.steps
+            else:
+                clock = time.perf_counter()
+                if clock >= train_end:
+                    return
+                frac = (clock - t0) / max(1e-9, train_end - t0)
+            now["stage1"] = frac < cfg.stage1_share
+            now["lr"], now["warm_end"] = _learning_rate(p.step, frac, cfg, now["warm_end"])
+            yield Step([batches.get()], lr=now["lr"])
+
+    def loss(b: dict[str, Any], _j: int) -> Any:
         model.train()
-        parts = experiment_loss(model, b, cfg, stage1)
-        opt.zero_grad(set_to_none=True)
-        parts["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        p.losses.append(float(parts["loss"].detach()))
+        parts = experiment_loss(model, b, cfg, now["stage1"])
         if "geo" in parts:
             p.geo_losses.append(float(parts["geo"].detach()))
-        p.stage1_steps += stage1
+        return parts["loss"]
+
+    def on_step(value: float, _step: Step) -> None:
+        p.losses.append(value)
+        p.stage1_steps += now["stage1"]
         p.step += 1
         if p.step % 50 == 0:
-            geo = f" L_geo {np.mean(p.geo_losses[-50:]):.3f}" if "geo" in parts else ""
-            stage = " (stage 1)" if stage1 else ""
-            say(f"step {p.step} loss {np.mean(p.losses[-50:]):.3f}{geo} lr {lr:.2e}{stage}")
+            geo = f" L_geo {np.mean(p.geo_losses[-50:]):.3f}" if p.geo_losses else ""
+            stage = " (stage 1)" if now["stage1"] else ""
+            say(f"step {p.step} loss {np.mean(p.losses[-50:]):.3f}{geo} lr {now['lr']:.2e}{stage}")
         if p.step % 500 == 0:
             save(p.step)
+
+    optimiser = Optimiser(opt, model.parameters(), cfg.grad_clip)
+    run_steps(optimiser, plan(), loss, device=next(model.parameters()).device, on_step=on_step)
     return p
 
 

@@ -28,10 +28,12 @@ on a stored dataset.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,6 +45,7 @@ from torch.utils.data import DataLoader
 
 from ..exceptions import CheckpointFormatError, ModelStateError, ParameterError
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
+from ..torch.loop import Optimiser, Step, run_steps
 from .model import SageConfig, SageEncoder, load_checkpoint, load_partial
 from .recipes import TrainConfig, _lr
 from .stream import RirBank, StreamConfig
@@ -261,47 +264,40 @@ def _build(
     return model, report
 
 
-def _reduce_mean(value: torch.Tensor, dist: _Dist) -> float:
-    if dist.world > 1:
-        value = value.detach().clone()
-        torch.distributed.all_reduce(value)
-        value /= dist.world
-    return float(value)
-
-
 def _epoch(
     run: _State, net: Any, loader: Any, cfg: TrainConfig, loop: FitConfig, ctx: dict[str, Any],
 ) -> bool:  # fmt: skip
     """Train over ``loader`` (from ``run.batch`` on); False once ``until`` is reached."""
-    dev, dist, scale = ctx["device"], ctx["dist"], 1.0 / loop.accum
-    acc = torch.zeros((), device=dev)
-    for k, batch in enumerate(loader, start=1):
-        last = k % loop.accum == 0
-        sync = net.no_sync() if dist.world > 1 and not last else nullcontext()
-        with sync:
-            with _autocast(dev, loop.precision):
-                out = net(batch["x"].to(dev, non_blocking=True))
-            loss = binaural_loss(out, _targets(batch, dev), cfg,
-                                 stage1=run.step < cfg.stage1_steps) * scale  # fmt: skip
-            run.scaler.scale(loss).backward()
-        acc += loss.detach()
-        if not last:
-            continue
-        run.scaler.unscale_(run.opt)
-        torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
-        run.scaler.step(run.opt)
-        run.scaler.update()
-        run.opt.zero_grad(set_to_none=True)
+    dev, dist = ctx["device"], ctx["dist"]
+
+    def plan() -> Iterator[Step]:
+        batches = iter(loader)
+        while True:
+            micro = list(itertools.islice(batches, loop.accum))
+            if len(micro) < loop.accum:
+                return
+            yield Step(micro)  # the learning rate is the scheduler's
+            if run.batch == 0 or run.step >= ctx["last"]:
+                return
+
+    def loss(batch: dict[str, Any], _j: int) -> torch.Tensor:
+        with _autocast(dev, loop.precision):
+            out = net(batch["x"].to(dev, non_blocking=True))
+        return binaural_loss(out, _targets(batch, dev), cfg, stage1=run.step < cfg.stage1_steps)
+
+    def sync(last: bool) -> Any:
+        return net.no_sync() if dist.world > 1 and not last else nullcontext()
+
+    def on_step(value: float, step: Step) -> None:
         run.sched.step()
         run.step += 1
-        run.batch = int(batch["batch"]) + 1
-        value = _reduce_mean(acc, dist)
-        acc.zero_()
+        run.batch = int(step.micro[-1]["batch"]) + 1
         if run.batch >= ctx["batches_used"]:
             run.epoch, run.batch = run.epoch + 1, 0
         ctx["on_step"](run, value)
-        if run.batch == 0 or run.step >= ctx["last"]:
-            break
+
+    opt = Optimiser(run.opt, run.model.parameters(), cfg.grad_clip, run.scaler, dist.world)
+    run_steps(opt, plan(), loss, device=dev, sync=sync, on_step=on_step)
     return run.step < ctx["last"]
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from ..presets import bat
 from ..spatial.dataset import load_scenes
 from ..spatial.metrics import angular_error, mean_average_precision
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
+from ..torch.loop import Optimiser, Step, run_steps
 from .model import SageConfig, SageEncoder
 from .recipes import TrainConfig, _lr
 from .rir import geo_loss, geometry_vector
@@ -265,28 +267,31 @@ def _trim_history(history: Path, state: dict[str, Any] | None, step: int) -> Non
         history.write_text("".join(k + "\n" for k in kept))
 
 
-def _train_step(
-    model: SageEncoder, opt: Any, d: dict[str, Any], config: TrainConfig, step: int,
-    dev: torch.device,
-) -> Any:  # fmt: skip
-    """One optimiser step on a batch drawn for ``step``; returns the loss."""
-    model.train()
+def _plan(d: dict[str, Any], config: TrainConfig, first: int, last: int,
+          dev: torch.device) -> Iterator[Step]:  # fmt: skip
+    """Steps ``first`` to ``last``: each one batch drawn for its step from
+    ``(seed, step)`` alone; only the batch goes to the device (the split
+    stays in host memory)."""
     n = len(d["x"])
-    g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-    idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g)
-    # Only the batch goes to the device; the split stays in host memory.
-    batch = _rows(d, idx, dev)
-    for group in opt.param_groups:
-        group["lr"] = _lr(step, config)
-    # Masks (SpecAugment, token dropping) draw from torch's global
-    # generator: seeded per step so that a resumed run is exact.
-    torch.manual_seed(config.seed * 1_000_003 + step + 1)
-    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
-        loss = _losses(model, batch, torch.arange(len(idx), device=dev), config, step)["loss"]
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-    opt.step()
+    for step in range(first, last):
+        g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+        idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g)
+        yield Step([(step, _rows(d, idx, dev))], lr=_lr(step, config))
+
+
+def _step_loss(model: SageEncoder, config: TrainConfig, dev: torch.device) -> Any:
+    """The loss of a planned batch (bfloat16 autocast on CUDA)."""
+
+    def loss(item: tuple[int, dict[str, Any]], _j: int) -> torch.Tensor:
+        step, batch = item
+        model.train()
+        # Masks (SpecAugment, token dropping) draw from torch's global
+        # generator: seeded per step so that a resumed run is exact.
+        torch.manual_seed(config.seed * 1_000_003 + step + 1)
+        local = torch.arange(len(batch["x"]), device=dev)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+            return _losses(model, batch, local, config, step)["loss"]
+
     return loss
 
 
@@ -384,17 +389,22 @@ def train(
 
     t0 = time.perf_counter()
     last = min(config.steps, until or config.steps)
-    while step < last:
-        loss = _train_step(model, opt, tr, config, step, dev)
+
+    def on_step(value: float, _planned: Step) -> None:
+        nonlocal step
         step += 1
         if step % config.log_every == 0:
-            value, secs = float(loss.detach()), time.perf_counter() - t0
+            secs = time.perf_counter() - t0
             log(f"step {step} loss {value:.4f} ({secs:.1f} s)")
             record = {"step": step, "loss": value, "lr": _lr(step - 1, config), "seconds": secs}
             with open(history, "a") as hist:
                 hist.write(json.dumps(record) + "\n")
         if step % config.checkpoint_every == 0 or step == last:
             save()
+
+    optimiser = Optimiser(opt, model.parameters(), config.grad_clip)
+    run_steps(optimiser, _plan(tr, config, step, last, dev), _step_loss(model, config, dev),
+              device=dev, on_step=on_step)  # fmt: skip
     metrics: dict[str, Any] = {"step": step, "train": evaluate(model, tr, config)}
     test = _test_metrics(model, data, tr["vocab"], mcfg, use_depth, config)
     model = model.cpu()
