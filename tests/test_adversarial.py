@@ -374,7 +374,10 @@ def test_huge_parameters_in_a_child_process() -> None:
 
 APPLICATION_PACKAGES = (
     "alm",
+    "remote",
     "spatial",
+    "sage",
+    "owl",
     "torch",
     "pipeline",
     "evaluate",

@@ -30,7 +30,6 @@ grow with the number of questions.
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import math
@@ -49,7 +48,7 @@ import torch
 
 from ..exceptions import ParameterError
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
-from ..torch.loop import Optimiser, Step, run_steps
+from ..torch.loop import Optimiser, Step, run_steps, start_processes
 from .model import OwlModel, encode_batch, save_owl
 
 __all__ = ["OwlRecipe", "OwlStage", "QaSource", "load_recipe", "stage_lr", "train_owl"]
@@ -338,13 +337,6 @@ def _load_optimizer(run: _Run, optim: dict[str, Any]) -> None:
                              options=StateDictOptions(full_state_dict=True))  # fmt: skip
 
 
-def _close_process_group() -> None:
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        dist.destroy_process_group()
-
-
 def _shard(model: OwlModel) -> None:
     """FSDP2: every decoder layer a unit of its own, the rest the root's."""
     from torch.distributed.fsdp import fully_shard
@@ -359,32 +351,18 @@ def _shard(model: OwlModel) -> None:
 def _setup(
     model: OwlModel, device: torch.device | None, fsdp: bool = False
 ) -> tuple[Any, torch.device, int, int]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        dev = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        model.to(dev)
-        return model, dev, 0, 1
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        # closed at exit (not after the run: a process may train again): Gloo
-        # threads still running at interpreter exit can abort the process
-        atexit.register(_close_process_group)
-    rank = dist.get_rank()
-    if torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        torch.cuda.set_device(local)
-        dev = torch.device("cuda", local)
-    else:
-        dev = torch.device("cpu")
+    """The model on this process's device: as it is alone, sharded (FSDP2)
+    or wrapped in DDP under ``torchrun``; with the device, rank and world."""
+    procs, dev = start_processes(device)
     model.to(dev)
+    if procs.world <= 1:
+        return model, dev, 0, 1
     if fsdp:
         _shard(model)
-        return model, dev, rank, dist.get_world_size()
+        return model, dev, procs.rank, procs.world
     wrapped = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[dev.index] if dev.type == "cuda" else None)  # fmt: skip
-    return wrapped, dev, rank, dist.get_world_size()
+    return wrapped, dev, procs.rank, procs.world
 
 
 def train_owl(

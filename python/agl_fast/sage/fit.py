@@ -31,7 +31,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -45,7 +44,7 @@ from torch.utils.data import DataLoader
 
 from ..exceptions import CheckpointFormatError, ModelStateError, ParameterError
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
-from ..torch.loop import Optimiser, Step, run_steps
+from ..torch.loop import Optimiser, Processes, Step, run_steps, start_processes
 from .model import SageConfig, SageEncoder, load_checkpoint, load_partial
 from .recipes import TrainConfig, _lr
 from .stream import RirBank, StreamConfig
@@ -120,29 +119,6 @@ def init_model(model: SageEncoder, path: str | Path, *, strict: bool = True) -> 
                     len(report["loaded"]), len(report["missing"]), len(report["unexpected"]),
                     len(report["mismatched"]))  # fmt: skip
     return report
-
-
-@dataclass
-class _Dist:
-    rank: int = 0
-    world: int = 1
-    local: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def _setup(device: str | None) -> tuple[_Dist, torch.device]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    dist = _Dist(int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0")))
-    want = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(f"cuda:{dist.local}" if want == "cuda" else want)
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
-    if world > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    return dist, dev
 
 
 def _rng_state(dev: torch.device) -> dict[str, Any]:
@@ -323,7 +299,7 @@ def _open_state(path: Path, resume: bool) -> dict[str, Any] | None:
 
 
 def _loader(bank: Any, sources: Any, stream: StreamConfig, *, epoch: int, start: int,
-            dist: _Dist, workers: int) -> DataLoader:  # type: ignore[type-arg]  # fmt: skip
+            dist: Processes, workers: int) -> DataLoader:  # type: ignore[type-arg]  # fmt: skip
     ds = bank.scenes(sources, stream, epoch=epoch, start=start, rank=dist.rank,
                      world=dist.world)  # fmt: skip
     # Its own generator: making a loader must not draw from the global RNG
@@ -332,7 +308,7 @@ def _loader(bank: Any, sources: Any, stream: StreamConfig, *, epoch: int, start:
     return DataLoader(ds, batch_size=None, num_workers=workers, generator=g)
 
 
-def _on_step(out: Path, dist: _Dist, loop: FitConfig, log: Any, extra: dict[str, Any],
+def _on_step(out: Path, dist: Processes, loop: FitConfig, log: Any, extra: dict[str, Any],
              dev: torch.device) -> Any:  # fmt: skip
     """After each optimiser step: the history line and the checkpoint (rank 0)."""
     t0 = time.perf_counter()
@@ -355,7 +331,7 @@ def _on_step(out: Path, dist: _Dist, loop: FitConfig, log: Any, extra: dict[str,
 
 def _prepare(
     out: Path, sources: Any, model_config: SageConfig, cfg: TrainConfig, loop: FitConfig,
-    dist: _Dist, dev: torch.device, opts: dict[str, Any],
+    dist: Processes, dev: torch.device, opts: dict[str, Any],
 ) -> tuple[_State, Any, dict[str, Any] | None]:  # fmt: skip
     """The run (fresh, initialised or resumed) and the network to call (DDP-wrapped)."""
     from .train import _trim_history
@@ -383,7 +359,7 @@ def _evaluate_test(
 ) -> dict[str, Any]:  # fmt: skip
     test = replace(stream, scenes=loop.eval_scenes, batch_size=loop.eval_batch, mixup=0.0,
                    weighted=False, split="test")  # fmt: skip
-    batches = _loader(rbank, eval_sources, test, epoch=0, start=0, dist=_Dist(),
+    batches = _loader(rbank, eval_sources, test, epoch=0, start=0, dist=Processes(),
                       workers=loop.workers)  # fmt: skip
     return evaluate_stream(run.model, batches, cfg, device=dev, precision=loop.precision)
 
@@ -418,7 +394,7 @@ def fit(
         raise ParameterError(f"accum, checkpoint_every and log_every must be >= 1 and workers "
                              f">= 0, got {loop}")  # fmt: skip
     out = Path(out)
-    dist, dev = _setup(device)
+    dist, dev = start_processes(device)
     rbank = bank if hasattr(bank, "scenes") else RirBank(bank)
     per_epoch = stream.batches // loop.accum
     if per_epoch < 1 or loop.epochs < 1:

@@ -20,11 +20,14 @@ The recipes: :mod:`agl_fast.sage.train` (SAGE on a stored dataset, with or
 without the RIR branch), :mod:`agl_fast.sage.fit` (SAGE on streamed scenes,
 gradient accumulation, mixed precision, DDP), :mod:`agl_fast.sage.experiment`
 (a time-budgeted SAGE run) and :mod:`agl_fast.owl.train` (OWL's curriculum
-stages, DDP or FSDP).
+stages, DDP or FSDP). :func:`start_processes` is how each of them joins a
+``torchrun`` run.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -32,7 +35,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Optimiser", "Step", "run_steps"]
+__all__ = ["Optimiser", "Processes", "Step", "run_steps", "start_processes"]
 
 
 @dataclass
@@ -150,3 +153,45 @@ def run_steps(
         if on_step is not None:
             on_step(float(total), step)
     return done
+
+
+@dataclass(frozen=True)
+class Processes:
+    """This process's place in a run: ``rank`` of ``world`` processes,
+    ``local`` on its machine (one process: 0 of 1)."""
+
+    rank: int = 0
+    world: int = 1
+    local: int = 0
+
+    @property
+    def main(self) -> bool:
+        """True for the process that writes checkpoints and logs."""
+        return self.rank == 0
+
+
+def _close_process_group() -> None:
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def start_processes(device: str | torch.device | None = None) -> tuple[Processes, torch.device]:
+    """Join the run ``torchrun`` started (``WORLD_SIZE``, ``RANK``,
+    ``LOCAL_RANK``; NCCL on CUDA, gloo on the CPU) and pick this process's
+    device: ``device``, else CUDA when there is one; a CUDA device without an
+    index is the process's local one.
+
+    The process group is closed at exit if the trainer has not closed it
+    (Gloo threads still running at interpreter exit can abort the process).
+    """
+    procs = Processes(int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")),
+                      int(os.environ.get("LOCAL_RANK", "0")))  # fmt: skip
+    want = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if want.type == "cuda":
+        if want.index is None:
+            want = torch.device("cuda", procs.local)
+        torch.cuda.set_device(want)
+    if procs.world > 1 and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if want.type == "cuda" else "gloo")
+        atexit.register(_close_process_group)
+    return procs, want
