@@ -144,7 +144,8 @@ def _model_only(model: Any, s: dict[str, Any], dev: str) -> float:
     """Steps/s of the same training step on one batch held on the device."""
     import torch
 
-    from agl_fast.sage.recipes import TrainConfig, binaural_loss
+    from agl_fast.sage.recipes import TrainConfig
+    from agl_fast.sage.train import binaural_loss
 
     frames = 1 + round(s["clip_s"] * 32000) // 320
     x = torch.randn(s["batch"], 4, frames, 128, device=dev)
