@@ -3,7 +3,7 @@
 Writes a BiDepth copy of ``--rows`` one-source Type I questions, each over
 its own clip (ids ``train/Y<11 digits>``, 1,000 RIRs with positions), and
 the same copy with one clip id ``--long-id-chars`` characters long; indexes
-each in a fresh interpreter (:class:`agl_fast.spatial.bidepth_sage.BidepthData`)
+each in a fresh interpreter (:class:`agl_fast.sage.bidepth.BidepthData`)
 and reads its peak resident memory (``resource.getrusage``, ``ru_maxrss``).
 Ids held in fixed-width NumPy strings made the long id cost its length times
 every row; held as Python strings it costs its own length.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 _CHILD = (
     "import resource, sys\n"
-    "from agl_fast.spatial.bidepth_sage import BidepthData\n"
+    "from agl_fast.sage.bidepth import BidepthData\n"
     "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
     "d = BidepthData(sys.argv[1])\n"
     "n = len(d.index('train')['scenes'])\n"

@@ -4,10 +4,10 @@ reference (the front end inside the model, as Spatial-AST does it).
 Same clips (10 s binaural at 32 kHz), same encoder weights, same run:
 
 * ``agl-fast``: :func:`agl_fast.bat` features, then the ONNX model
-  (:func:`agl_fast.spatial.infer.export_onnx`) in ONNX Runtime on the CPU;
+  (:func:`agl_fast.sage.infer.export_onnx`) in ONNX Runtime on the CPU;
 * ``torch``: ``torch.stft`` (periodic Hann 1024, hop 320, centred, reflect),
   the Slaney mel matrix, ``10 log10`` of the magnitude mel, the mel-projected
-  cos/sin IPD, then the same :class:`agl_fast.torch.sage.SageEncoder` in eager
+  cos/sin IPD, then the same :class:`agl_fast.sage.model.SageEncoder` in eager
   PyTorch.
 
 Prints clips per second for the front end alone and end to end, and the
@@ -67,8 +67,8 @@ def main() -> int:
     import torch
 
     from agl_fast import bat
-    from agl_fast.spatial.infer import SageSession, export_onnx
-    from agl_fast.torch.sage import SageConfig, SageEncoder
+    from agl_fast.sage.infer import SageSession, export_onnx
+    from agl_fast.sage.model import SageConfig, SageEncoder
 
     torch.set_num_threads(args.threads)
     batch = 2 if args.quick else 8

@@ -8,12 +8,12 @@ Measures, on random-weight models built here (no download):
   (``EfficientATTagger.predict_windows``);
 * ``sage_train``: SAGE ViT-B (12 x 768) trained with bfloat16 autocast at
   batch 64 on scenes streamed from a BRIR bank
-  (:func:`agl_fast.spatial.fit.fit`, DataLoader workers making the
+  (:func:`agl_fast.sage.fit.fit`, DataLoader workers making the
   mixtures and ``bat`` features), optimiser steps/s after the first steps,
   and the peak GPU memory; ``model_only_steps_per_s`` is the same step on
   one batch held on the GPU (the bound without the data path);
-* ``sage_eval``: :func:`agl_fast.spatial.fit.evaluate_stream` clips/s;
-* ``owl``: one OWL training step (:class:`agl_fast.torch.owl.OwlModel`: the
+* ``sage_eval``: :func:`agl_fast.sage.fit.evaluate_stream` clips/s;
+* ``owl``: one OWL training step (:class:`agl_fast.owl.model.OwlModel`: the
   SAGE ViT-B above, frozen; the 8-layer Q-Former; LoRA r 8 on a decoder of
   LLaMA-2-7B's shape with random weights, held in bfloat16) under bf16
   autocast at global batch 8 on one GPU, optimiser steps/s and peak GPU
@@ -93,7 +93,7 @@ def _tagging(s: dict[str, Any], tmp: Path) -> dict[str, Any]:
 
 
 def _bank(s: dict[str, Any], tmp: Path) -> Path:
-    from agl_fast.spatial.stream import write_rir_bank
+    from agl_fast.sage.stream import write_rir_bank
 
     rng = np.random.default_rng(0)
     decay = np.exp(-np.arange(s["rir_len"]) / (0.05 * 32000))
@@ -108,10 +108,10 @@ def _bank(s: dict[str, Any], tmp: Path) -> Path:
 def _sage(s: dict[str, Any], tmp: Path, workers: int) -> dict[str, Any]:
     import torch
 
-    from agl_fast.spatial.fit import FitConfig, fit
-    from agl_fast.spatial.stream import StreamConfig, SyntheticSources
-    from agl_fast.spatial.train import TrainConfig
-    from agl_fast.torch.sage import SageConfig
+    from agl_fast.sage.fit import FitConfig, fit
+    from agl_fast.sage.model import SageConfig
+    from agl_fast.sage.recipes import TrainConfig
+    from agl_fast.sage.stream import StreamConfig, SyntheticSources
 
     bank = _bank(s, tmp)
     dev = s["device"]
@@ -144,7 +144,8 @@ def _model_only(model: Any, s: dict[str, Any], dev: str) -> float:
     """Steps/s of the same training step on one batch held on the device."""
     import torch
 
-    from agl_fast.spatial.train import TrainConfig, binaural_loss
+    from agl_fast.sage.recipes import TrainConfig
+    from agl_fast.sage.train import binaural_loss
 
     frames = 1 + round(s["clip_s"] * 32000) // 320
     x = torch.randn(s["batch"], 4, frames, 128, device=dev)
@@ -176,8 +177,8 @@ def _owl(s: dict[str, Any]) -> dict[str, Any]:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from agl_fast.torch.owl import IGNORE_INDEX, OwlConfig, OwlModel
-    from agl_fast.torch.sage import SageConfig, SageEncoder
+    from agl_fast.owl.model import IGNORE_INDEX, OwlConfig, OwlModel
+    from agl_fast.sage.model import SageConfig, SageEncoder
 
     o, dev = s["owl"], s["device"]
     cuda = dev == "cuda"

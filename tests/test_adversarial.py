@@ -374,7 +374,10 @@ def test_huge_parameters_in_a_child_process() -> None:
 
 APPLICATION_PACKAGES = (
     "alm",
+    "remote",
     "spatial",
+    "sage",
+    "owl",
     "torch",
     "pipeline",
     "evaluate",
@@ -405,7 +408,7 @@ def test_application_packages_raise_within_the_exception_tree() -> None:
 
 
 def test_provider_error_is_an_agl_error() -> None:
-    from agl_fast.alm.providers import ProviderError
+    from agl_fast.alm.protocol import ProviderError
 
     assert issubclass(ProviderError, AglError)
 

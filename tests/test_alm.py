@@ -22,13 +22,14 @@ sf = pytest.importorskip("soundfile")
 pytest.importorskip("httpx")
 
 from _alm_server import FakeALM, answer_json  # noqa: E402
-from agl_fast.alm import cost, judges, ratelimit  # noqa: E402
+from agl_fast.alm import cost, judges  # noqa: E402
 from agl_fast.alm.providers import CAPABILITIES, make_provider  # noqa: E402
 from agl_fast.alm.query import answer_class, build_jobs, export, read_manifest  # noqa: E402
 from agl_fast.alm.runner import Engine, Limits  # noqa: E402
-from agl_fast.alm.store import Store  # noqa: E402
 from agl_fast.cli import main  # noqa: E402
 from agl_fast.exceptions import ParameterError  # noqa: E402
+from agl_fast.remote import ratelimit  # noqa: E402
+from agl_fast.remote.store import Store  # noqa: E402
 
 KEY = "sk-test-7f3a9c1e5b2d4f6a8c0e1b3d5f7a9c2e"
 SR = 16000
@@ -106,7 +107,7 @@ def test_retry_after_forms():
 
 
 def test_redact_masks_every_case_and_whitespace_variant():
-    from agl_fast.alm.keys import redact
+    from agl_fast.remote.redact import redact
 
     key = "sk-AbCdEf0123456789XyZ"
     text = f"a {key.upper()} b {key.lower()} c {key.swapcase()} d {key} e"
@@ -245,7 +246,8 @@ def test_prepare_truncates_to_duration_and_size(tmp_path, caplog):
 
 
 def test_keys_from_env_or_private_file(tmp_path, monkeypatch):
-    from agl_fast.alm.keys import redact, resolve_key
+    from agl_fast.alm.keys import resolve_key
+    from agl_fast.remote.redact import redact
 
     monkeypatch.delenv("OPENAI_API_KEY")
     ini = tmp_path / "no-keys.ini"

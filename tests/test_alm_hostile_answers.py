@@ -17,8 +17,8 @@ pytest.importorskip("soundfile")
 pytest.importorskip("httpx")
 
 from _alm_server import FakeALM, answer_json
-from agl_fast.alm.keys import normalize_text, redact
-from agl_fast.alm.store import Store
+from agl_fast.remote.redact import normalize_text, redact
+from agl_fast.remote.store import Store
 from test_alm import KEY, make_clips, query, table
 
 PARIS = answer_json("Paris", "France", "Europe", 48.85, 2.35)

@@ -50,11 +50,7 @@ MAX_RUST_FUNCTION_LINES = 80
 LONG_REASON = "// Long:"
 
 #: Python modules that still take private names from a sibling module.
-PRIVATE_IMPORTS_TO_REMOVE = {
-    "agl_fast/localizability/demo.py agl_fast.localizability.benchmark._step",
-    "agl_fast/spatial/fit.py agl_fast.spatial.train._lr",
-    "agl_fast/spatial/fit.py agl_fast.spatial.train._trim_history",
-}
+PRIVATE_IMPORTS_TO_REMOVE: set[str] = set()
 #: Files that still allow ``clippy::too_many_arguments``.
 RUST_ALLOWANCES_TO_REMOVE = {"agl-core/src/stft64.rs"}
 #: Files over 1,000 lines, to split.

@@ -23,10 +23,8 @@ import torch
 
 from agl_fast.cli import main
 from agl_fast.exceptions import ParameterError
-from agl_fast.spatial.answers import score_qa
-from agl_fast.spatial.dataset import build_dataset
-from agl_fast.spatial.owl import TABLE3_COLUMNS, SpatialQaSource
-from agl_fast.torch.owl import (
+from agl_fast.owl.cli import TABLE3_COLUMNS, SpatialQaSource
+from agl_fast.owl.model import (
     IGNORE_INDEX,
     PROMPT_TEMPLATE,
     OwlConfig,
@@ -35,8 +33,10 @@ from agl_fast.torch.owl import (
     load_owl,
     paper_parameter_count,
 )
-from agl_fast.torch.owl_train import load_recipe, stage_lr, train_owl
-from agl_fast.torch.sage import SageConfig, SageEncoder
+from agl_fast.owl.train import load_recipe, stage_lr, train_owl
+from agl_fast.sage.model import SageConfig, SageEncoder
+from agl_fast.spatial.answers import score_qa
+from agl_fast.spatial.dataset import build_dataset
 
 SPECIALS = ["<unk>", "<pad>", "<s>", "</s>"]
 TINY = {"n_queries": 4, "qformer_layers": 2, "qformer_hidden": 32, "qformer_heads": 2,
@@ -378,7 +378,7 @@ def test_torchrun_ddp_fsdp_and_fsdp_resume_give_the_one_process_steps(parts, dat
 
 
 def test_batched_generation_equals_one_at_a_time(data, trained):
-    from agl_fast.torch.owl_infer import generate_answers
+    from agl_fast.owl.infer import generate_answers
 
     source = SpatialQaSource(data, None)
     rows = source.rows[:6]  # prompts of different lengths: left padding
@@ -436,7 +436,7 @@ def test_bfloat16_decoder_keeps_the_trained_weights_float32(parts, data):
 
 @pytest.fixture(scope="module")
 def bank(data, tmp_path_factory):
-    from agl_fast.spatial.stream import RirBank, bank_from_dataset
+    from agl_fast.sage.stream import RirBank, bank_from_dataset
 
     return RirBank(bank_from_dataset(data, tmp_path_factory.mktemp("owl_bank")))
 
@@ -444,11 +444,11 @@ def bank(data, tmp_path_factory):
 def test_streamed_questions_are_built_from_indices(bank):
     import tracemalloc
 
+    from agl_fast.owl.stream import StreamingQaSource
     from agl_fast.presets import bat
+    from agl_fast.sage.stream import SyntheticSources
     from agl_fast.spatial.mix import spatialize
-    from agl_fast.spatial.owl_stream import StreamingQaSource
     from agl_fast.spatial.qa import clock
-    from agl_fast.spatial.stream import SyntheticSources
 
     srcs = SyntheticSources(8, 0.5, seed=3)
     source = StreamingQaSource(bank, srcs, scenes=10**9, seconds=0.5, seed=1, split=None)
@@ -547,7 +547,7 @@ def test_authors_checkpoint_loads_by_their_key_names(parts, data, tmp_path, caps
     from safetensors.torch import save_file
 
     from agl_fast.exceptions import ModelStateError
-    from agl_fast.torch.owl_slam import load_slam_owl
+    from agl_fast.owl.slam import load_slam_owl
 
     sd = _authors_state()
     ckpt = tmp_path / "OWL_epoch_1_step_100"  # their checkpoint directory name
@@ -621,7 +621,7 @@ def test_authors_checkpoint_loads_by_their_key_names(parts, data, tmp_path, caps
 def test_prompt_and_tokens_are_the_authors_loaders(parts, data):
     from transformers import AutoTokenizer
 
-    from agl_fast.torch.owl import format_prompt
+    from agl_fast.owl.model import format_prompt
 
     # Their format_prompt (no input): the instruction between these lines.
     assert PROMPT_TEMPLATE == (

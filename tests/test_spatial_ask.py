@@ -16,9 +16,9 @@ import soundfile as sf
 
 from _alm_server import FakeALM
 from agl_fast.cli import main
+from agl_fast.commands.spatial_ask import PREAMBLE
 from agl_fast.spatial.answers import score_qa
-from agl_fast.spatial.ask import PREAMBLE, read_qa
-from agl_fast.spatial.dataset import build_dataset
+from agl_fast.spatial.dataset import build_dataset, read_qa
 
 KEY = "sk-test-" + "k" * 32
 

@@ -184,7 +184,7 @@ def test_qa_source_selects_rows_and_renders_their_features(sample):
     np.testing.assert_allclose(x[0].numpy(), want, rtol=1e-5, atol=1e-5)
     assert len(src._cache) == 2  # bounded
     # the OWL trainer's protocol: select rows, features of a batch of them
-    from agl_fast.torch.owl_train import QaSource
+    from agl_fast.owl.train import QaSource
 
     def use(source: QaSource) -> int:
         return int(source.features(source.select(["III"], [2])).shape[0])
@@ -338,7 +338,7 @@ def _their_sage(d: int, depth: int, heads: int, n_cls: int, frames: int = 64):
 def test_owl_sage_checkpoint_loads_strictly_and_agrees():
     torch = pytest.importorskip("torch")
     from agl_fast.exceptions import ModelStateError
-    from agl_fast.torch.sage import OWL_SAGE_ABSENT, SageConfig, SageEncoder, load_checkpoint
+    from agl_fast.sage.model import OWL_SAGE_ABSENT, SageConfig, SageEncoder, load_checkpoint
 
     theirs, state = _their_sage(32, 2, 2, 5)
     cfg = SageConfig(embed_dim=32, depth=2, num_heads=2, target_frame=64, num_classes=5)
@@ -367,8 +367,8 @@ def test_owl_sage_checkpoint_loads_strictly_and_agrees():
 def test_bidepth_scene_data_for_sage(sample):
     pytest.importorskip("torch")
     from agl_fast.presets import bat
-    from agl_fast.spatial.bidepth_sage import BidepthData
-    from agl_fast.spatial.stream import StreamConfig
+    from agl_fast.sage.bidepth import BidepthData
+    from agl_fast.sage.stream import StreamConfig
 
     data = BidepthData(sample)
     assert data.vocab == ["bark", "car", "dog", "music", "speech"]
@@ -439,7 +439,7 @@ def test_index_memory_does_not_grow_with_the_questions(sample):
     pytest.importorskip("torch")
     qa = sample / "qa" / "stage1" / "train.json"
     rows = json.loads(qa.read_text())["data"]
-    code = ("import sys, tracemalloc; from agl_fast.spatial.bidepth_sage import BidepthData; "
+    code = ("import sys, tracemalloc; from agl_fast.sage.bidepth import BidepthData; "
             "tracemalloc.start(); d = BidepthData(sys.argv[1]); "
             "print(tracemalloc.get_traced_memory()[1], d.counts['rows'], "
             "len(d.index('train')['scenes']))")  # fmt: skip
@@ -467,8 +467,8 @@ def test_owl_trainer_reads_bidepth(sample, tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
 
-    from agl_fast.torch.owl import PROMPT_TEMPLATE, OwlConfig, build_owl
-    from agl_fast.torch.owl_train import load_recipe, train_owl
+    from agl_fast.owl.model import PROMPT_TEMPLATE, OwlConfig, build_owl
+    from agl_fast.owl.train import load_recipe, train_owl
 
     source = BidepthQaSource(sample, "train", seconds=0.5)
     rows = source.select(["I", "II", "III", "IV"], [1, 2])
@@ -506,7 +506,7 @@ def test_owl_trainer_reads_bidepth(sample, tmp_path):
     import argparse
 
     from agl_fast.cli import main
-    from agl_fast.spatial.owl import QA_SOURCES
+    from agl_fast.owl.cli import QA_SOURCES
 
     made = QA_SOURCES["bidepth"](argparse.Namespace(data=sample, split="train"), 0)
     assert isinstance(made, BidepthQaSource) and made.split == "train"

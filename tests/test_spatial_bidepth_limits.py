@@ -115,7 +115,7 @@ def test_huge_and_non_finite_numbers(sample):
 
 def test_a_90000_name_answer_does_not_grow_the_model(sample):
     pytest.importorskip("torch")
-    from agl_fast.spatial.bidepth_sage import BidepthData
+    from agl_fast.sage.bidepth import BidepthData
 
     qa = sample / "qa" / "stage1" / "train.json"
     rows = json.loads(qa.read_text())["data"]
@@ -135,7 +135,7 @@ def test_a_90000_name_answer_does_not_grow_the_model(sample):
 
 def test_ids_are_python_strings_within_a_length_limit(sample):
     pytest.importorskip("torch")
-    from agl_fast.spatial.bidepth_sage import BidepthData
+    from agl_fast.sage.bidepth import BidepthData
 
     qa = sample / "qa" / "stage1" / "train.json"
     rows = json.loads(qa.read_text())["data"]

@@ -107,7 +107,7 @@ def test_parquet_shards_round_trip_equal_to_npz(tmp_path):
         dataset.load_scenes(pq, ["999999"])
     # The trainer reads either layout into the same tensors.
     pytest.importorskip("torch")
-    from agl_fast.spatial.train import load_split
+    from agl_fast.sage.train import load_split
 
     a, b = load_split(npz, "train", rir_length=256), load_split(pq, "train", rir_length=256)
     for k in ("x", "rir", "geometry", "azimuth", "distance"):

@@ -12,12 +12,8 @@ pytest.importorskip("pyroomacoustics")
 from scipy.io import wavfile
 
 from agl_fast.exceptions import ParameterError
-from agl_fast.spatial.experiment import (
-    ExperimentConfig,
-    brir_pool,
-    experiment_config,
-    run_experiment,
-)
+from agl_fast.sage.experiment import brir_pool, run_experiment
+from agl_fast.sage.recipes import ExperimentConfig, experiment_config
 from agl_fast.spatial.sources import SourceBank
 
 pytestmark = pytest.mark.torch
@@ -72,7 +68,7 @@ def test_tiny_experiment_runs_and_reports(tmp_path):
 
 
 def test_owl_recipe_comes_from_the_training_recipes():
-    from agl_fast.spatial.train import RECIPES
+    from agl_fast.sage.recipes import RECIPES
 
     owl, base = experiment_config("owl", lr=3e-4), experiment_config()
     r = RECIPES["owl"]
@@ -124,7 +120,7 @@ def test_cli_reports_a_bad_rir_length_in_one_line(tmp_path, capsys):
 
 
 def test_owl_warm_up_ends_with_the_first_stage_at_the_latest():
-    from agl_fast.spatial.experiment import _warmup
+    from agl_fast.sage.experiment import _warmup
 
     owl, base = experiment_config("owl"), experiment_config()
     assert owl.warmup == 5000

@@ -103,7 +103,7 @@ def test_spatialsoundqa_split_into_the_dataset_layout(tmp_path):
     assert (tmp_path / "ds2" / "qa.jsonl").read_text() == (out / "qa.jsonl").read_text()
     # The trainer reads it.
     pytest.importorskip("torch")
-    from agl_fast.spatial.train import load_split
+    from agl_fast.sage.train import load_split
 
     d = load_split(out, "test", rir_length=256, depth=False)
     assert d["x"].shape[:2] == (2, 4) and d["rir"].shape == (2, 2, 256)

@@ -19,8 +19,8 @@ from agl_fast import bat
 from agl_fast._internal.onnx import BackendError
 from agl_fast.cli import main
 from agl_fast.exceptions import AglError, NonFiniteError, ParameterError, ShapeError
-from agl_fast.spatial import infer
-from agl_fast.torch.sage import SageConfig, SageEncoder, load_checkpoint, sincos_pos_embed
+from agl_fast.sage import infer
+from agl_fast.sage.model import SageConfig, SageEncoder, load_checkpoint, sincos_pos_embed
 
 HAS_CUDA = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
 

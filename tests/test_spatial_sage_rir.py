@@ -11,9 +11,10 @@ import torch
 
 from agl_fast import room
 from agl_fast.exceptions import ParameterError
+from agl_fast.sage.model import SageConfig, SageEncoder, load_checkpoint
+from agl_fast.sage.recipes import GEO_LAMBDA
+from agl_fast.sage.rir import GEOMETRY_DIM, ResNet18, RirDecoder, geo_loss
 from agl_fast.torch import edc_loss
-from agl_fast.torch.sage import SageConfig, SageEncoder, load_checkpoint
-from agl_fast.torch.sage_rir import GEO_LAMBDA, GEOMETRY_DIM, ResNet18, RirDecoder, geo_loss
 
 pytestmark = pytest.mark.torch
 
@@ -142,7 +143,7 @@ def test_onnx_export_leaves_the_branch_out(tmp_path):
     # outputs and shapes as without it, and the same values as torch.
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
-    from agl_fast.spatial.infer import OUTPUT_NAMES, export_onnx
+    from agl_fast.sage.infer import OUTPUT_NAMES, export_onnx
 
     torch.manual_seed(0)
     model = SageEncoder(BRANCH).eval()

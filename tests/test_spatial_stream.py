@@ -22,8 +22,10 @@ from torch.utils.data import DataLoader
 import agl_fast
 from agl_fast.cli import main
 from agl_fast.exceptions import ModelStateError, ParameterError
-from agl_fast.spatial.fit import FitConfig, fit, init_model
-from agl_fast.spatial.stream import (
+from agl_fast.sage.fit import FitConfig, fit, init_model
+from agl_fast.sage.model import SageConfig, SageEncoder, load_partial
+from agl_fast.sage.recipes import TrainConfig
+from agl_fast.sage.stream import (
     RirBank,
     StreamConfig,
     StreamingScenes,
@@ -31,8 +33,6 @@ from agl_fast.spatial.stream import (
     sample_weights,
     write_rir_bank,
 )
-from agl_fast.spatial.train import TrainConfig
-from agl_fast.torch.sage import SageConfig, SageEncoder, load_partial
 
 pytestmark = pytest.mark.torch
 
@@ -73,10 +73,10 @@ import json, resource, sys
 import torch
 torch.set_num_threads(1)
 from torch.utils.data import DataLoader
-from agl_fast.spatial.fit import FitConfig, evaluate_stream, fit
-from agl_fast.spatial.stream import RirBank, StreamConfig, StreamingScenes, SyntheticSources
-from agl_fast.spatial.train import TrainConfig
-from agl_fast.torch.sage import SageConfig, SageEncoder
+from agl_fast.sage.fit import FitConfig, evaluate_stream, fit
+from agl_fast.sage.stream import RirBank, StreamConfig, StreamingScenes, SyntheticSources
+from agl_fast.sage.recipes import TrainConfig
+from agl_fast.sage.model import SageConfig, SageEncoder
 mode, bank, out, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 tiny = SageConfig(embed_dim=32, depth=1, num_heads=2, target_frame=64)
 src = SyntheticSources(200, 0.5)

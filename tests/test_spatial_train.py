@@ -16,10 +16,11 @@ from torch.nn import functional as F
 
 from agl_fast.cli import main
 from agl_fast.exceptions import ParameterError
+from agl_fast.sage.model import SageConfig, SageEncoder
+from agl_fast.sage.recipes import RECIPES, TrainConfig, learning_rate, recipe
+from agl_fast.sage.train import evaluate, load_split, train
 from agl_fast.spatial.dataset import build_dataset
 from agl_fast.spatial.metrics import angular_error, mean_average_precision
-from agl_fast.spatial.train import RECIPES, TrainConfig, _lr, evaluate, load_split, recipe, train
-from agl_fast.torch.sage import SageConfig, SageEncoder
 
 pytestmark = pytest.mark.torch
 
@@ -146,8 +147,13 @@ def test_owl_recipe_is_appendix_c1():
     assert owl.stage1_steps == 400 and owl.alpha_stage1 == (1.0, 0.0, 0.0)
     assert owl.geo_reduction == "sum"
     # Warm-up within stage 1 (5000 steps at most), then half-cycle cosine.
-    assert _lr(0, owl) == pytest.approx(1e-4 / 400) and _lr(399, owl) == pytest.approx(1e-4)
-    assert _lr(700, owl) == pytest.approx(0.5e-4, rel=0.01) and _lr(999, owl) < 1e-8
+    assert learning_rate(0, owl) == pytest.approx(1e-4 / 400) and learning_rate(
+        399, owl
+    ) == pytest.approx(1e-4)
+    assert (
+        learning_rate(700, owl) == pytest.approx(0.5e-4, rel=0.01)
+        and learning_rate(999, owl) < 1e-8
+    )
     assert recipe("owl", lr=None).lr == 1e-4 and recipe("owl", lr=3e-4).lr == 3e-4
     with pytest.raises(ParameterError, match="recipe"):
         recipe("bat")
@@ -159,7 +165,7 @@ def test_stage1_trains_the_event_loss_only(data):
     mcfg = SageConfig(**{**GEO.to_dict(), "num_classes": len(tr["vocab"])})
     model = SageEncoder(mcfg).eval()  # no random masks: the same forward twice
     cfg = recipe("owl", steps=10)
-    from agl_fast.spatial.train import _losses
+    from agl_fast.sage.train import _losses
 
     idx = torch.arange(4)
     first = _losses(model, tr, idx, cfg, step=0)
@@ -173,7 +179,7 @@ def test_stage1_trains_the_event_loss_only(data):
 
 
 def test_soft_targets_wrap_around_the_circle():
-    from agl_fast.spatial.train import soft_cross_entropy, soft_targets
+    from agl_fast.sage.train import soft_cross_entropy, soft_targets
 
     t = soft_targets(torch.tensor([0, 180]), 360, 10.0, circular=True)
     torch.testing.assert_close(t.sum(1), torch.ones(2))

@@ -15,18 +15,17 @@ import numpy as np
 import pytest
 
 from _alm_server import FakeALM
+from agl_fast.alm.embeddings import (
+    MAX_DIMENSIONS,
+    EmbeddingError,
+    OpenAIEmbeddings,
+    fetch_embeddings,
+)
 from agl_fast.alm.providers import OpenAICompatible
 from agl_fast.alm.runner import Limits
 from agl_fast.exceptions import ParameterError
 from agl_fast.spatial.answers import score_qa
-from agl_fast.spatial.embeddings import (
-    MAX_DIMENSIONS,
-    EmbeddingError,
-    OpenAIEmbeddings,
-    embedding_scores,
-    fetch_embeddings,
-    read_class_labels,
-)
+from agl_fast.spatial.embeddings import embedding_scores, read_class_labels
 
 KEY = "sk-embed-" + "e" * 30
 VOCAB = ["Cat", "Dog", "Siren", "Speech"]

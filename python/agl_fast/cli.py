@@ -60,7 +60,7 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "evaluate",
     ),
     "spatial": (
-        "agl_fast.spatial.cli",
+        "agl_fast.commands.spatial",
         "spatial audio: scene simulation, SAGE training and ONNX inference",
         "spatial",
     ),

@@ -1,10 +1,11 @@
 """Querying audio-language models: a resumable, rate-limited, cost-aware harness.
 
 Modules: :mod:`.providers` (OpenAI-compatible and Gemini protocols, the
-capability table), :mod:`.ratelimit`, :mod:`.store` (SQLite cache and
-resume), :mod:`.cost`, :mod:`.runner` (the async engine), :mod:`.query`
-(manifest to Parquet), :mod:`.judges` (contribution judges), :mod:`.prompts`
-and :mod:`.keys`. The command line is ``agl-fast query`` / ``agl-fast judge``.
+capability table), :mod:`.cost`, :mod:`.runner` (the async engine, on the
+rate limits and result store of :mod:`agl_fast.remote`), :mod:`.query`
+(manifest to Parquet), :mod:`.judges` (contribution judges),
+:mod:`.embeddings` (text embeddings), :mod:`.prompts` and :mod:`.keys`. The
+command line is ``agl-fast query`` / ``agl-fast judge``.
 """
 
 from __future__ import annotations

@@ -216,8 +216,8 @@ def _route(args: argparse.Namespace) -> tuple[Any, str | None, dict[str, Any], A
 def run_query(args: argparse.Namespace) -> int:
     """Execute ``query``; returns the exit status (:mod:`.options`)."""
     from ..exceptions import ParameterError
+    from ..remote.redact import redact
     from . import cost, query
-    from .keys import redact
     from .prompts import get_template
     from .runner import Engine
 

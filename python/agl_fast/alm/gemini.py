@@ -10,13 +10,7 @@ import httpx
 
 from . import reply_shape as shape
 from .audio import PreparedAudio
-from .providers import (
-    GEOLOCATION_SCHEMA,
-    Provider,
-    ProviderError,
-    Reply,
-    ReplyShapeError,
-)
+from .protocol import GEOLOCATION_SCHEMA, Provider, ProviderError, Reply, ReplyShapeError
 
 _GEMINI_BLOCK = {"OTHER": "blocked", "BLOCKLIST": "blocklist", "SAFETY": "safety"}
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..exceptions import ParameterError
 from .audio import PreparedAudio
-from .providers import Provider, ProviderError, Reply
+from .protocol import Provider, ProviderError, Reply
 
 __all__ = [
     "DEFAULT_MAX_NEW_TOKENS",

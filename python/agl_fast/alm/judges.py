@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 
 from .parse import BLOCKED_FINISH_REASONS
-from .providers import Reply
+from .protocol import Reply
 
 CONTRIBUTION_SCHEMA = pa.schema(
     [

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ParameterError
+from ..remote.store import cache_key
 from .cost import estimate_tokens
 from .judges import first_json_object
 from .prompts import PromptTemplate
-from .providers import Reply
+from .protocol import Reply
 from .runner import Engine, Job
-from .store import cache_key
 
 __all__ = ["LabelItem", "LabelResult", "LabelSet", "fold_label", "label_items", "read_overrides"]
 

@@ -13,13 +13,7 @@ import httpx
 
 from . import reply_shape as shape
 from .audio import PreparedAudio
-from .providers import (
-    GEOLOCATION_SCHEMA,
-    Provider,
-    ProviderError,
-    Reply,
-    ReplyShapeError,
-)
+from .protocol import GEOLOCATION_SCHEMA, Provider, ProviderError, Reply, ReplyShapeError
 
 #: Largest embedding (values) accepted from a server.
 MAX_EMBEDDING_DIMENSIONS = 65536

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 # Kept free of heavy imports (httpx, numpy): they load in the run functions.
-from .ratelimit import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RETRY_WAIT
+from ..remote.ratelimit import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RETRY_WAIT
 
 __all__ = [
     "EXIT_AUTH",

@@ -42,7 +42,7 @@ from typing import Any
 
 from ..coords import parse_coordinate
 from ..exceptions import InvalidCoordinatesError
-from .keys import normalize_text
+from ..remote.redact import normalize_text
 
 STATUSES = ("ok", "partial", "invalid", "refusal", "blocked", "empty", "unparseable")
 
@@ -203,7 +203,7 @@ def coerce_coordinate(v: Any, axis: str) -> float | None:
 
     ``v`` is a number or text: ``48.85``, ``"48.85"``, ``"48,85° N"``,
     ``"74 W"``, ``"4.885e1"``, ``"1e-05"``, ``"\u221233.9"``. The text is
-    normalised as :func:`agl_fast.alm.keys.normalize_text` does (NFKC, dash
+    normalised as :func:`agl_fast.remote.redact.normalize_text` does (NFKC, dash
     variants as ``-``, invisible characters dropped); its first numeral is
     read as Python's ``float`` reads it (exponents included, correctly
     rounded, no digit limit); a trailing or leading S/W hemisphere letter

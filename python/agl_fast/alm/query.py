@@ -24,13 +24,13 @@ import pyarrow.parquet as pq
 
 from .. import manifest
 from ..exceptions import InvalidCoordinatesError, ParameterError
+from ..remote.redact import redact
+from ..remote.store import Store, cache_key, clean_int, clean_real, clean_text
 from .audio import file_hash
 from .cost import estimate_tokens
-from .keys import redact
 from .parse import parse_answer
-from .providers import Reply
+from .protocol import Reply
 from .runner import Engine, Job
-from .store import Store, cache_key, clean_int, clean_real, clean_text
 
 OUTPUT_SCHEMA = pa.schema(
     [
@@ -236,7 +236,7 @@ def output_name(model: str) -> str:
 
 
 def write_run_info(path: Path, info: dict[str, Any], secrets: tuple[str | None, ...] = ()) -> None:
-    """``info`` as JSON, with every secret masked (see :func:`~agl_fast.alm.keys.redact`)."""
+    """``info`` as JSON, with every secret masked (see :func:`~agl_fast.remote.redact.redact`)."""
     text = redact(json.dumps(info, indent=2, default=str), *secrets) or ""
     path.write_text(text, encoding="utf-8")
 

@@ -1,12 +1,12 @@
 """Checks of a provider's JSON reply, field by field: a reply of the wrong
-shape is a :class:`~agl_fast.alm.providers.ReplyShapeError` naming the
+shape is a :class:`~agl_fast.alm.protocol.ReplyShapeError` naming the
 field, never a ``KeyError`` or ``TypeError`` deep in the parser."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .providers import MAX_TOKEN_COUNT, ReplyShapeError
+from .protocol import MAX_TOKEN_COUNT, ReplyShapeError
 
 __all__ = ["content", "entry", "obj", "openai_usage", "opt_str", "token_count"]
 

@@ -23,18 +23,18 @@ from typing import Any
 
 import httpx
 
-from .audio import PreparedAudio, passthrough, prepare
-from .cost import Price
-from .keys import redact
-from .providers import Provider, ProviderError, Reply
-from .ratelimit import (
+from ..remote.ratelimit import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_RETRY_WAIT,
     CircuitBreaker,
     TokenBucket,
     backoff_delay,
 )
-from .store import Store, canonical_params
+from ..remote.redact import redact
+from ..remote.store import Store, canonical_params
+from .audio import PreparedAudio, passthrough, prepare
+from .cost import Price
+from .protocol import Provider, ProviderError, Reply
 
 _log = logging.getLogger("agl_fast.alm")
 

@@ -37,15 +37,15 @@ import httpx
 
 from .. import __version__
 from .._internal.safe_files import check_tree, create_new, sync_dir, write_atomic
-from ..alm.ratelimit import (
+from ..audio import load
+from ..exceptions import AglError, AudioDecodeError, ParameterError
+from ..fetch_ledger import FetchRecord, Ledger, duration_agrees
+from ..remote.ratelimit import (
     DEFAULT_MAX_RETRY_WAIT,
     TokenBucket,
     backoff_delay,
     parse_retry_after,
 )
-from ..audio import load
-from ..exceptions import AglError, AudioDecodeError, ParameterError
-from ..fetch_ledger import FetchRecord, Ledger, duration_agrees
 from .items import DEFAULT_BASE_URL, Item, keep_or_fetch, read_items, set_aside
 from .outdir import remove_temporaries
 from .redirects import RedirectGuard, RedirectRefused

@@ -96,8 +96,8 @@ def _labeller(args: argparse.Namespace, items: list[Any], label_set: Any, tmpl: 
     from ..alm.options import limits, request_params, sampling_free
     from ..alm.providers import make_provider
     from ..alm.runner import Engine
-    from ..alm.store import Store
     from ..exceptions import ParameterError
+    from ..remote.store import Store
 
     spec = args.labeller
     name, at, url = spec.partition("@")

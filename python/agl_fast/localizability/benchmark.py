@@ -52,6 +52,7 @@ from typing import Any
 import tomllib
 
 from ..exceptions import AglError, ParameterError
+from .steps import run_step
 
 __all__ = ["add_parser", "build", "run"]
 
@@ -109,54 +110,6 @@ def _model_args(sec: dict[str, Any], where: str) -> list[str]:
     if sec.get("base_url"):
         out += ["--base-url", str(sec["base_url"])]
     return out + [str(a) for a in sec.get("args", [])]
-
-
-def _command(name: str) -> Any:
-    """The module of the ``agl-fast`` command ``name`` (its ``add_parser``
-    and ``run``), imported when its step runs."""
-    if name == "curate":
-        from ..pipeline import cli as curate_cli
-
-        return curate_cli
-    if name == "query":
-        from ..alm import query_cli
-
-        return query_cli
-    if name == "evaluate":
-        from ..evaluate import cli as evaluate_cli
-
-        return evaluate_cli
-    if name == "judge":
-        from . import judge_cli
-
-        return judge_cli
-    if name == "localizability":
-        from . import cli as localizability_cli
-
-        return localizability_cli
-    raise ParameterError(f"no benchmark step runs the command {name!r}")
-
-
-def _step(name: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> None:
-    """Run the command ``argv`` (``argv[0]`` names it) with the options it
-    parses, as ``agl-fast`` would; a status outside ``ok`` stops the build.
-
-    Its ``--quiet`` holds the package's log to errors while it runs."""
-    log.info("benchmark step %s: agl-fast %s", name, " ".join(argv))
-    print(f"== {name}", file=sys.stderr)
-    parser = argparse.ArgumentParser(prog="agl-fast")
-    _command(argv[0]).add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    package_log = logging.getLogger("agl_fast")
-    level = package_log.level
-    if getattr(args, "quiet", False) is True:
-        package_log.setLevel(logging.ERROR)
-    try:
-        code = int(args.run(args))
-    finally:
-        package_log.setLevel(level)
-    if code not in ok:
-        raise AglError(f"step {name!r} failed with exit status {code}")
 
 
 def curate_filter_args(cur: dict[str, Any]) -> list[str]:
@@ -218,7 +171,7 @@ def _curate(cur: dict[str, Any], out: Path, path: Any) -> Path:
     argv += [str(a) for a in cur.get("args", [])]
     if (curated / "parts").is_dir():
         argv.append("--resume")
-    _step("curate", argv)
+    run_step("curate", argv)
     table = manifest.read_manifest(curated / "curated.parquet")
     passed = [bool(v) for v in table.column("passed").to_pylist()]
     pool = out / "pool.parquet"
@@ -233,14 +186,14 @@ def _reference(
     """Steps 3 and 4: the reference model's answers on the pool, their
     errors, and the judges' category contributions."""
     ref_dir = out / "reference"
-    _step(
+    run_step(
         "reference",
         ["query", *_model_args(ref, "[reference]"), "--manifest", str(pool), "--out", str(ref_dir),
          "--no-progress"],
         _GO_ON,
     )  # fmt: skip
     ref_pred = ref_dir / _output_name(ref["model"])
-    _step("reference-eval", ["evaluate", str(ref_pred), "--truth", str(pool), "--out",
+    run_step("reference-eval", ["evaluate", str(ref_pred), "--truth", str(pool), "--out",
                              str(out / "reference_eval"), *ev])  # fmt: skip
     argv = ["judge", str(ref_pred), "--manifest", str(pool), "--out", str(out / "judges"),
             "--no-progress"]  # fmt: skip
@@ -249,7 +202,7 @@ def _reference(
         url = f"@{j['base_url']}" if j.get("base_url") else ""
         argv += ["--judge", f"{j['provider']}:{j['model']}{url}"]
     argv += [str(a) for a in cfg.get("judge_args", [])]
-    _step("judges", argv, _GO_ON)
+    run_step("judges", argv, _GO_ON)
     return ref_pred
 
 
@@ -270,10 +223,10 @@ def _select(
     for k in ("alpha", "gamma_km", "theta", "min_samples"):
         if k in loc:
             argv += [f"--{k.replace('_', '-')}", str(loc[k])]
-    _step("fit", argv)
+    run_step("fit", argv)
     weights = fit_dir / "weights.json"
     scored = out / "scored.parquet"
-    _step("score", ["localizability", "score", "--weights", str(weights), "--manifest",
+    run_step("score", ["localizability", "score", "--weights", str(weights), "--manifest",
                     str(pool), "--out", str(scored)])  # fmt: skip
     bench = out / "benchmark.csv"
     argv = ["localizability", "select", "--manifest", str(scored), "--weights", str(weights),
@@ -283,7 +236,7 @@ def _select(
             v = sel[k]
             v = ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
             argv += [f"--{k.replace('_', '-')}", v]
-    _step("select", argv)
+    run_step("select", argv)
     return bench
 
 
@@ -293,7 +246,7 @@ def _leaderboard(models: list[Any], bench: Path, out: Path, ev: dict[str, Any],
     runs = []
     for m in models:
         d = out / "runs" / _output_name(m.get("model", "model")).removesuffix(".parquet")
-        _step(f"model {m.get('model')}", ["query", *_model_args(m, "[[models]]"), "--manifest",
+        run_step(f"model {m.get('model')}", ["query", *_model_args(m, "[[models]]"), "--manifest",
                                           str(bench), "--out", str(d), "--no-progress"],
               _GO_ON)  # fmt: skip
         runs.append(str(d / _output_name(m["model"])))
@@ -301,7 +254,7 @@ def _leaderboard(models: list[Any], bench: Path, out: Path, ev: dict[str, Any],
         argv = ["evaluate", *runs, "--truth", str(bench), "--out", str(out / "leaderboard"), *tail]
         if ev.get("mode"):
             argv += ["--mode", str(ev["mode"])]
-        _step("leaderboard", argv)
+        run_step("leaderboard", argv)
 
 
 def build(config: str | Path) -> Path:

@@ -168,27 +168,27 @@ def _steps(
 ) -> Path:
     """Run query, judge, fit, score and select; returns the benchmark file."""
     from ..alm.query import output_name
-    from .benchmark import _step
+    from .steps import run_step
 
     ref, *judges = servers
     ref_dir, jdir, fit_dir = out / "reference", out / "judges", out / "localizability"
-    _step("reference", ["query", "--provider", "vllm", "--model", REFERENCE, "--base-url",
+    run_step("reference", ["query", "--provider", "vllm", "--model", REFERENCE, "--base-url",
                         ref.base_url, "--manifest", str(pool), "--audio-dir", str(audio),
                         "--out", str(ref_dir), "--no-progress"])  # fmt: skip
     ref_pred = ref_dir / output_name(REFERENCE)
     argv = ["judge", str(ref_pred), "--manifest", str(pool), "--out", str(jdir), "--no-progress"]
     for j in judges:
         argv += ["--judge", f"vllm:{j.name}@{j.base_url}"]
-    _step("judges", argv)
-    _step("fit", ["localizability", "fit", "--manifest", str(pool), "--reference", str(ref_pred),
+    run_step("judges", argv)
+    run_step("fit", ["localizability", "fit", "--manifest", str(pool), "--reference", str(ref_pred),
                   "--contributions", str(jdir / "contributions.parquet"), "--judge-scores",
                   str(jdir / "judge_scores.parquet"), "--min-samples", str(_MIN_SAMPLES),
                   "--theta", str(args.theta), "--out", str(fit_dir)])  # fmt: skip
     scored, bench = out / "scored.parquet", out / "benchmark.csv"
     weights = fit_dir / "weights.json"
-    _step("score", ["localizability", "score", "--weights", str(weights), "--manifest", str(pool),
-                    "--out", str(scored)])  # fmt: skip
-    _step("select", ["localizability", "select", "--manifest", str(scored), "--weights",
+    run_step("score", ["localizability", "score", "--weights", str(weights), "--manifest",
+                       str(pool), "--out", str(scored)])  # fmt: skip
+    run_step("select", ["localizability", "select", "--manifest", str(scored), "--weights",
                      str(weights), "--speech-share", str(args.speech_share),
                      "--audio-dir", str(audio), "--out", str(bench)])  # fmt: skip
     return bench

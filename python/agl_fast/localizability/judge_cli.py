@@ -110,8 +110,8 @@ def _judge(
     from ..alm.prompts import contribution_prompt, get_template
     from ..alm.providers import make_provider
     from ..alm.runner import Engine, Job
-    from ..alm.store import cache_key
     from ..exceptions import ParameterError
+    from ..remote.store import cache_key
 
     tmpl = get_template(args.prompt)
     params = request_params(args)
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from ..alm import judges
-    from ..alm.store import Store
+    from ..remote.store import Store
 
     reasoning = _reasoning(args.pred)
     cats = _categories(args, reasoning)

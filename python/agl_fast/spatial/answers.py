@@ -216,7 +216,7 @@ def embedding_map(
     """OWL's Type I mAP: per-class AP of the answers' embedding similarity to
     each class name, over the classes with a positive.
 
-    ``embed(texts) -> [len(texts), D]`` (e.g. :func:`.embeddings.fetch_embeddings`
+    ``embed(texts) -> [len(texts), D]`` (e.g. :func:`agl_fast.alm.embeddings.fetch_embeddings`
     with its settings bound); reference names are matched to ``vocabulary``
     in lower case, as OWL does, and one outside it raises ParameterError.
     """

@@ -489,7 +489,7 @@ def render_row(layout: BidepthLayout, pairs: Sequence[tuple[str, str]], *,
 
 
 class BidepthQaSource:
-    """OWL's trainer's ``QaSource`` (:class:`agl_fast.torch.owl_train.QaSource`)
+    """OWL's trainer's ``QaSource`` (:class:`agl_fast.owl.train.QaSource`)
     over one split of a BiDepth copy.
 
     :meth:`select` reads the QA file as a stream and returns the rows of the

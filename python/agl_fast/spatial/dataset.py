@@ -48,6 +48,7 @@ __all__ = [
     "build_dataset",
     "load_scene",
     "load_scenes",
+    "read_qa",
     "synthetic_event",
 ]
 
@@ -267,6 +268,19 @@ def load_scene(root: str | Path, scene_id: str) -> dict[str, np.ndarray]:
 def _shard_rows(root: Path) -> dict[str, str]:
     rows = [json.loads(x) for x in (root / "scenes.jsonl").read_text().splitlines()]
     return {r["id"]: r["shard"] for r in rows if "shard" in r}
+
+
+def read_qa(root: str | Path, *, split: str | None = None, types: Any = None) -> list[dict]:
+    """Rows of ``root/qa.jsonl`` (optionally one split and some types)."""
+    path = Path(root) / "qa.jsonl"
+    if not path.is_file():
+        raise ParameterError(f"no qa.jsonl in {root}")
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    if split is not None:
+        rows = [r for r in rows if r.get("split") == split]
+    if types:
+        rows = [r for r in rows if r.get("type") in set(types)]
+    return rows
 
 
 def load_scenes(root: str | Path, scene_ids: list[str]) -> list[dict[str, np.ndarray]]:

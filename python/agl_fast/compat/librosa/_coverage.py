@@ -11,7 +11,18 @@ from __future__ import annotations
 import _thread
 from collections import Counter
 
-__all__ = ["ACCELERATED", "Coverage", "coverage", "markdown_table", "reset_counters"]
+__all__ = [
+    "ACCELERATED",
+    "ORIGINALS",
+    "Coverage",
+    "coverage",
+    "markdown_table",
+    "reset_counters",
+]
+
+#: ``"feature.mfcc"`` -> librosa's own function, recorded by ``install()``
+#: before it patches the package (empty when nothing is installed).
+ORIGINALS: dict[str, object] = {}
 
 
 def log_debug(message: str, *args: object) -> None:

@@ -16,17 +16,14 @@ import types
 from collections.abc import Callable, Mapping
 
 from ...exceptions import NotAcceleratedError
-from ._coverage import record_fallback, record_librosa_name
+from ._coverage import ORIGINALS, record_fallback, record_librosa_name
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["ORIGINALS", "handed_over", "librosa_object", "make_submodule"]
+__all__ = ["handed_over", "librosa_object", "make_submodule"]
 
-#: ``"feature.mfcc"`` -> librosa's own function, recorded by ``install()``
-#: before it patches the package (empty when nothing is installed).
-ORIGINALS: dict[str, Any] = {}
 
 #: librosa's public submodules the compatibility layer mirrors.
 SUBMODULES = (

@@ -42,8 +42,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
-from ._coverage import ACCELERATED, log_debug
-from ._fallback import ORIGINALS
+from ._coverage import ACCELERATED, ORIGINALS, log_debug
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:

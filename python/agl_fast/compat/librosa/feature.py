@@ -295,7 +295,29 @@ __getattr__ = module_getattr("feature", {})
 #: The 0.11 form of ``mfcc`` (with ``mel_norm``), whatever the series.
 mfcc_with_mel_norm = mfcc
 
+# librosa 0.10's form of the names whose signature differs (``mfcc`` has no
+# ``mel_norm``, which 0.11 added: the mel spectrogram always has librosa's
+# default ``"slaney"`` normalisation); served when 0.10 is installed.
 if not _version.at_least(0, 11):
-    from . import _v010
 
-    mfcc = _v010.mfcc  # type: ignore[assignment]
+    @librosa_api
+    def mfcc(  # type: ignore[no-redef]
+        *,
+        y: np.ndarray | None = None,
+        sr: float = 22050,
+        S: np.ndarray | None = None,
+        n_mfcc: int = 20,
+        dct_type: int = 2,
+        norm: str | None = "ortho",
+        lifter: float = 0,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        """``librosa.feature.mfcc`` of librosa 0.10: ``[shape=(..., n_mfcc, t)]``
+        (see :func:`mfcc_with_mel_norm`)."""
+        if "mel_norm" in kwargs:
+            raise HandOver("mel_norm= is a filter keyword in librosa 0.10")
+        # the 0.11 form, unwrapped so that the call is counted once
+        later = mfcc_with_mel_norm.__wrapped__  # type: ignore[attr-defined]
+        return later(  # type: ignore[no-any-return]
+            y=y, sr=sr, S=S, n_mfcc=n_mfcc, dct_type=dct_type, norm=norm, lifter=lifter, **kwargs
+        )

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ParameterError
-from .keys import redact
+from .redact import redact
 
 _log = logging.getLogger("agl_fast.alm")
 

@@ -17,7 +17,7 @@ one process and within the wall-clock budget:
    to be read from the BRIR rather than remembered from the source.
 3. **Targets.** Circular Gaussian azimuth targets (``sigma_azimuth``
    degrees), Gaussian elevation and distance targets, multi-hot source kind;
-   the loss is that of :mod:`agl_fast.spatial.train` with soft targets.
+   the loss is that of :mod:`agl_fast.sage.train` with soft targets.
 4. **Schedule.** AdamW, linear warm-up, then cosine decay over the *time*
    left for training (or over ``steps`` when given): the run stops when the
    budget minus the time kept for evaluation is spent.
@@ -30,11 +30,11 @@ one process and within the wall-clock budget:
    truth on opposite sides of the interaural axis), distance error rate.
 
 With ``rir_length > 0`` SAGE carries OWL's RIR branch
-(:mod:`agl_fast.torch.sage_rir`): each room's depth panorama from the
+(:mod:`agl_fast.sage.rir`): each room's depth panorama from the
 listener (:func:`agl_fast.spatial.depth.depth_panorama`, rendered with the
 BRIR pools) and the audio tokens predict the position's BRIR (cut or
 zero-padded to ``rir_length`` samples), and ``eta2 * L_geo`` joins the loss;
-the held-out figures add ``geo_loss``. The recipe (:func:`experiment_config`,
+the held-out figures add ``geo_loss``. The recipe (:func:`agl_fast.sage.recipes.experiment_config`,
 ``--recipe``) sets the loss weights, optimiser and schedule: ``agl-fast``
 (the settings above, one stage) or ``owl`` (appendix C.1: the event loss
 alone for the first 40 % of the run, then ``alpha = (1250, 1, 2)`` with
@@ -53,6 +53,7 @@ import multiprocessing
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -61,97 +62,19 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import ParameterError
-from .defaults import LOUDNESS_DBFS, MAX_ORDER, SR
-from .scoring import evaluate_localisation, experiment_loss, geo_weights
+from ..spatial.defaults import LOUDNESS_DBFS, MAX_ORDER, SR
+from .recipes import ExperimentConfig, geo_weights
+from .scoring import evaluate_localisation, experiment_loss
 
-__all__ = ["ExperimentConfig", "brir_pool", "experiment_config", "run_experiment"]
+__all__ = ["brir_pool", "run_experiment"]
 
 _HRTF: dict[int, Any] = {}
 #: A BRIR pool: the BRIRs and their labels (:func:`brir_pool`).
 _Pool = tuple[list[np.ndarray], list[dict[str, Any]]]
 
 
-@dataclass
-class ExperimentConfig:
-    """Settings of :func:`run_experiment` (sizes, times in minutes/seconds)."""
-
-    minutes: float = 15.0
-    train_rooms: int = 800
-    test_rooms: int = 100
-    positions: int = 8
-    clip_seconds: float = 1.0
-    max_order: int = MAX_ORDER
-    receiver: str = "auto"
-    embed_dim: int = 192
-    depth: int = 4
-    num_heads: int = 3
-    target_frame: int = 64
-    ipd_scale: float = 31.25
-    batch_size: int = 32
-    lr: float = 1e-3
-    warmup: int = 100
-    weight_decay: float = 0.05
-    steps: int | None = None
-    sigma_azimuth: float = 10.0
-    sigma_elevation: float = 5.0
-    sigma_distance: float = 1.0
-    freq_mask: int = 0
-    time_mask: int = 0
-    token_mask: float = 0.0
-    eval_seconds: float = 45.0
-    seed: int = 0
-    workers: int = 2
-    recordings: list[str] = field(default_factory=list)
-    speech: bool = True
-    # Loss and optimiser (the defaults are the ``agl-fast`` recipe of this
-    # experiment; :func:`experiment_config` gives ``owl``).
-    recipe: str = "agl-fast"
-    alpha: tuple[float, float, float] = (1.0, 1.0, 1.0)  # events, distance, direction
-    # binaural, geometric; None: agl_fast.torch.sage_rir's ETA and GEO_LAMBDA
-    # (read when the run starts, so that importing this module needs no torch)
-    eta: tuple[float, float] | None = None
-    geo_lambda: float | None = None
-    geo_reduction: str = "mean"
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float = 5.0
-    stage1_share: float = 0.0
-    alpha_stage1: tuple[float, float, float] = (1.0, 0.0, 0.0)
-    # The RIR branch (0: none): BRIRs cut or zero-padded to ``rir_length``
-    # samples, predicted from the room's depth panorama and the audio tokens.
-    rir_length: int = 0
-    rir_width: int = 8
-
-
-def experiment_config(recipe: str = "agl-fast", **overrides: Any) -> ExperimentConfig:
-    """An :class:`ExperimentConfig` for a named recipe, some fields replaced
-    (None: kept).
-
-    ``agl-fast`` is the experiment's own settings (the dataclass defaults);
-    ``owl`` takes from :data:`agl_fast.spatial.train.RECIPES` ``["owl"]`` the
-    paper's loss weights (``alpha``, ``eta``, ``lambda``, the summed L1 of
-    Eq. 3), optimiser (lr, weight decay, betas, clipping), batch size,
-    warm-up and two-stage schedule; the stage split and the warm-up (at most
-    the first stage) are shares of the run, in time when the run is bounded
-    by its budget.
-    """
-    from .train import RECIPES
-
-    if recipe not in RECIPES:
-        raise ParameterError(f"recipe must be one of {sorted(RECIPES)}, got {recipe!r}")
-    base = ExperimentConfig(recipe=recipe)
-    if recipe == "owl":
-        r = RECIPES["owl"]
-        base = replace(
-            base, alpha=r.alpha, eta=r.eta, geo_lambda=r.geo_lambda,
-            geo_reduction=r.geo_reduction, betas=r.betas, grad_clip=r.grad_clip,
-            stage1_share=r.stage1_share, alpha_stage1=r.alpha_stage1, lr=r.lr,
-            weight_decay=r.weight_decay, batch_size=r.batch_size, warmup=r.warmup,
-        )  # fmt: skip
-    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
-
-
 def _room_job(job: dict[str, Any]) -> list[tuple[np.ndarray, dict[str, Any]]]:
-    from .simulate import bat_labels, find_sofa, load_sofa, sample_scene, simulate_brir
+    from ..spatial.simulate import bat_labels, find_sofa, load_sofa, sample_scene, simulate_brir
 
     sr = job["sr"]
     if job["receiver"] != "two_mic" and sr not in _HRTF:
@@ -162,7 +85,7 @@ def _room_job(job: dict[str, Any]) -> list[tuple[np.ndarray, dict[str, Any]]]:
     spec = sample_scene(rng, n_sources=job["positions"])
     extra: dict[str, Any] = {}
     if job["depth"]:
-        from .depth import depth_panorama
+        from ..spatial.depth import depth_panorama
 
         extra["depth"] = depth_panorama(spec)
     out = []
@@ -217,7 +140,7 @@ def _render(
     brirs: list[np.ndarray], idx: np.ndarray, bank: Any, rng: np.random.Generator, split: str
 ) -> tuple[np.ndarray, list[str]]:
     from ..room import fftconvolve
-    from .mix import normalize
+    from ..spatial.mix import normalize
 
     dry, kinds = [], []
     for _ in idx:
@@ -295,7 +218,7 @@ class _RunLog:
 
 def _check(cfg: ExperimentConfig) -> None:
     """Refuse settings the run cannot use (before anything is simulated)."""
-    from ..torch.sage_rir import UPSAMPLE
+    from .rir import UPSAMPLE
 
     if cfg.rir_length < 0 or cfg.rir_length % UPSAMPLE:
         raise ParameterError(
@@ -343,7 +266,7 @@ def _model(cfg: ExperimentConfig, bank: Any) -> tuple[Any, Any, Any]:
     """The SAGE encoder of the settings, its config and its AdamW optimiser."""
     import torch
 
-    from ..torch.sage import SageConfig, SageEncoder
+    from .model import SageConfig, SageEncoder
 
     torch.manual_seed(cfg.seed)
     mcfg = SageConfig(
@@ -420,42 +343,47 @@ def _train(
     say: _RunLog, save: Any,
 ) -> _Progress:  # fmt: skip
     """Step until ``cfg.steps`` or the time ``train_end`` (warm-up, cosine decay)."""
-    import torch
+    from ..torch.loop import Optimiser, Step, run_steps
 
     t0 = time.perf_counter()
-    p, warm_end = _Progress(), 0.0
-    while True:
-        now = time.perf_counter()
-        if cfg.steps is not None:
-            if p.step >= cfg.steps:
-                break
-            frac = p.step / cfg.steps
-        else:
-            if now >= train_end:
-                break
-            frac = (now - t0) / max(1e-9, train_end - t0)
-        stage1 = frac < cfg.stage1_share
-        lr, warm_end = _learning_rate(p.step, frac, cfg, warm_end)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        b = batches.get()
+    p = _Progress()
+    now: dict[str, Any] = {"warm_end": 0.0, "stage1": False, "lr": 0.0}
+
+    def plan() -> Iterator[Step]:
+        while True:
+            if cfg.steps is not None:
+                if p.step >= cfg.steps:
+                    return
+                frac = p.step / cfg.steps
+            else:
+                clock = time.perf_counter()
+                if clock >= train_end:
+                    return
+                frac = (clock - t0) / max(1e-9, train_end - t0)
+            now["stage1"] = frac < cfg.stage1_share
+            now["lr"], now["warm_end"] = _learning_rate(p.step, frac, cfg, now["warm_end"])
+            yield Step([batches.get()], lr=now["lr"])
+
+    def loss(b: dict[str, Any], _j: int) -> Any:
         model.train()
-        parts = experiment_loss(model, b, cfg, stage1)
-        opt.zero_grad(set_to_none=True)
-        parts["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        p.losses.append(float(parts["loss"].detach()))
+        parts = experiment_loss(model, b, cfg, now["stage1"])
         if "geo" in parts:
             p.geo_losses.append(float(parts["geo"].detach()))
-        p.stage1_steps += stage1
+        return parts["loss"]
+
+    def on_step(value: float, _step: Step) -> None:
+        p.losses.append(value)
+        p.stage1_steps += now["stage1"]
         p.step += 1
         if p.step % 50 == 0:
-            geo = f" L_geo {np.mean(p.geo_losses[-50:]):.3f}" if "geo" in parts else ""
-            stage = " (stage 1)" if stage1 else ""
-            say(f"step {p.step} loss {np.mean(p.losses[-50:]):.3f}{geo} lr {lr:.2e}{stage}")
+            geo = f" L_geo {np.mean(p.geo_losses[-50:]):.3f}" if p.geo_losses else ""
+            stage = " (stage 1)" if now["stage1"] else ""
+            say(f"step {p.step} loss {np.mean(p.losses[-50:]):.3f}{geo} lr {now['lr']:.2e}{stage}")
         if p.step % 500 == 0:
             save(p.step)
+
+    optimiser = Optimiser(opt, model.parameters(), cfg.grad_clip)
+    run_steps(optimiser, plan(), loss, device=next(model.parameters()).device, on_step=on_step)
     return p
 
 
@@ -493,9 +421,9 @@ def run_experiment(cfg: ExperimentConfig, out: str | Path, *, log: Any = print) 
         The contents of ``metrics.json``: settings, counts, steps, times and
         the figures on held-out and training rooms.
     """
+    from ..spatial.sources import SourceBank
     from ..torch.checkpoint import write_checkpoint
-    from ..torch.sage import n_parameters
-    from .sources import SourceBank
+    from .model import n_parameters
 
     eta, lam = geo_weights(cfg)
     cfg = replace(cfg, eta=eta, geo_lambda=lam)

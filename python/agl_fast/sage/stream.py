@@ -45,8 +45,8 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ..exceptions import ParameterError
-from .dataset import SYNTHETIC_EVENTS, synthetic_event
-from .defaults import LOUDNESS_DBFS, SR
+from ..spatial.dataset import SYNTHETIC_EVENTS, synthetic_event
+from ..spatial.defaults import LOUDNESS_DBFS, SR
 
 __all__ = [
     "BANK_ARRAY",
@@ -63,7 +63,7 @@ __all__ = [
     "write_rir_bank",
 ]
 
-logger = logging.getLogger("agl_fast.spatial.stream")
+logger = logging.getLogger("agl_fast.sage.stream")
 
 BANK_ARRAY = "brirs.npy"
 BANK_ROWS = "rirs.jsonl"
@@ -109,7 +109,7 @@ def bank_from_dataset(data: str | Path, out: str | Path, *, length: int | None =
     """A bank of every source's BRIR of a simulated dataset
     (:mod:`agl_fast.spatial.dataset`), with its BAT labels and the scene's
     split; the scenes are read one at a time."""
-    from .dataset import load_scene
+    from ..spatial.dataset import load_scene
 
     data = Path(data)
     rows = [json.loads(x) for x in (data / "scenes.jsonl").read_text().splitlines() if x.strip()]
@@ -159,9 +159,9 @@ class RirBank:
         rank: int = 0, world: int = 1,
     ) -> StreamingScenes:  # fmt: skip
         """The streamed batches of one epoch (:class:`StreamingScenes`) of
-        ``sources`` through this bank; :func:`agl_fast.spatial.fit.fit` asks
+        ``sources`` through this bank; :func:`agl_fast.sage.fit.fit` asks
         its scene data for them this way (a BiDepth copy answers with its own,
-        :class:`agl_fast.spatial.bidepth_sage.BidepthData`)."""
+        :class:`agl_fast.sage.bidepth.BidepthData`)."""
         return StreamingScenes(self, sources, config, epoch=epoch, start=start, rank=rank,
                                world=world)  # fmt: skip
 
@@ -254,7 +254,7 @@ class SceneSpec:
 
 
 def _dry(sources: Any, spec: SceneSpec, k: int, n: int) -> np.ndarray:
-    from .mix import normalize
+    from ..spatial.mix import normalize
 
     y = normalize(sources.load(spec.sources[k]), LOUDNESS_DBFS)
     if k == 0 and spec.mix_with >= 0:

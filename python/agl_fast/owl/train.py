@@ -1,12 +1,12 @@
-"""Training OWL with the paper's curriculum (:mod:`agl_fast.torch.owl`).
+"""Training OWL with the paper's curriculum (:mod:`agl_fast.owl.model`).
 
-The recipe (:func:`load_recipe`, shipped as ``owl_recipe.toml``) lists the
+The recipe (:func:`load_recipe`, shipped as ``recipe.toml``) lists the
 stages, each a question selection (types, number of sources) trained for a
 number of epochs with its own learning-rate schedule: a half-cycle cosine
 warm-up over ``warmup_steps`` (``lr * (1 - cos(pi * (s + 1) / W)) / 2``)
 then cosine decay to zero at the stage's end. One AdamW optimiser runs
 through all stages; only the Q-Former, projection and LoRA weights are in it
-(:meth:`~agl_fast.torch.owl.OwlModel.check_trainable`).
+(:meth:`~agl_fast.owl.model.OwlModel.check_trainable`).
 
 The data come through :class:`QaSource`, two methods: the QA rows of a
 selection, and the ``bat`` features of some rows. Batches are drawn from
@@ -23,20 +23,19 @@ a run gives the same steps on any number of processes (up to rounding).
 
 A source's ``select`` may return any sequence (``len`` and indexing): a
 list is shuffled by a full permutation per epoch, any other sequence (a
-lazy, streamed one, :class:`agl_fast.spatial.owl_stream.StreamedQa`) by an
+lazy, streamed one, :class:`agl_fast.owl.stream.StreamedQa`) by an
 affine permutation ``(a * k + b) mod n`` drawn per epoch, so memory does not
 grow with the number of questions.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import resources
@@ -48,13 +47,14 @@ import tomllib
 import torch
 
 from ..exceptions import ParameterError
-from .checkpoint import read_checkpoint, write_checkpoint
-from .owl import OwlModel, encode_batch, save_owl
+from ..torch.checkpoint import read_checkpoint, write_checkpoint
+from ..torch.loop import Optimiser, Step, run_steps, start_processes
+from .model import OwlModel, encode_batch, save_owl
 
 __all__ = ["OwlRecipe", "OwlStage", "QaSource", "load_recipe", "stage_lr", "train_owl"]
 
-_LOG = logging.getLogger("agl_fast.torch.owl_train")
-RECIPE_FILE = "owl_recipe.toml"
+_LOG = logging.getLogger("agl_fast.owl.train")
+RECIPE_FILE = "recipe.toml"
 CHECKPOINT = "checkpoint.pt"
 
 
@@ -86,7 +86,7 @@ class OwlStage:
 
 @dataclass
 class OwlRecipe:
-    """Optimiser, batch and stages of a run (see ``owl_recipe.toml``)."""
+    """Optimiser, batch and stages of a run (see ``recipe.toml``)."""
 
     lr: float = 1e-4
     weight_decay: float = 0.01
@@ -148,7 +148,7 @@ def load_recipe(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     """The recipe of a TOML file (None: the shipped paper recipe), with
     ``KEY=VALUE`` overrides applied in order (see the TOML's header)."""
     if path is None:
-        text = resources.files("agl_fast.torch").joinpath(RECIPE_FILE).read_text("utf-8")
+        text = resources.files(__package__).joinpath(RECIPE_FILE).read_text("utf-8")
     else:
         if not Path(path).is_file():
             raise ParameterError(f"no recipe file {path}")
@@ -236,45 +236,55 @@ class _Run:
     fsdp: bool = False
 
 
-def _step(run: _Run, plan: _Plan, stage: int, step: int, global_step: int, lr: float) -> float:
-    """One optimiser step; returns the mean micro-batch loss (all processes)."""
+def _plan(
+    run: _Run, plans: list[_Plan], pos: dict[str, Any], stop: dict[str, bool]
+) -> Iterator[Step]:
+    """The steps from ``pos`` on, stage after stage, until the last stage
+    ends or ``stop["now"]``: each step's global batch cut into this
+    process's micro-batches, ``(rows, index in the global batch)``."""
+    r, m = run.recipe, run.recipe.micro_batch_size
+    while pos["stage"] < len(plans) and not stop["now"]:
+        k, stage, plan = pos["stage"], r.stages[pos["stage"]], plans[pos["stage"]]
+        lr = stage_lr(pos["step"], plan.steps, stage.warmup_steps, stage.lr or r.lr)
+        idx = _batch(plan, r, k, pos["step"])
+        micro = []
+        for j in range(run.accum):
+            at = run.rank * run.accum + j
+            micro.append(([plan.rows[i] for i in idx[at * m :][:m]], at))
+        yield Step(micro, lr=lr)
+
+
+def _micro_loss(run: _Run, pos: dict[str, Any]) -> Any:
+    """The loss of one micro-batch, its dropout drawn per (step, micro-batch
+    of the global batch): the same masks whatever the number of processes."""
     r = run.recipe
-    for group in run.optimizer.param_groups:
-        group["lr"] = lr
-    idx = _batch(plan, r, stage, step)
-    m = r.micro_batch_size
-    total = torch.zeros((), device=run.device)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if (
         r.bf16 and run.device.type == "cuda") else nullcontext()  # fmt: skip
-    for j in range(run.accum):
-        micro = run.rank * run.accum + j
-        # Dropout drawn per (step, micro-batch of the global batch): the same
-        # masks whatever the number of processes.
-        torch.manual_seed(r.seed * 1_000_003 + global_step * 1009 + micro)
-        rows = [plan.rows[i] for i in idx[micro * m :][:m]]
+
+    def loss(item: tuple[list[dict[str, Any]], int], _j: int) -> torch.Tensor:
+        rows, at = item
+        torch.manual_seed(r.seed * 1_000_003 + pos["global_step"] * 1009 + at)
         enc = encode_batch(run.tokenizer, [x["question"] for x in rows],
                            [x["answer"] for x in rows],
                            max_answer_tokens=run.max_answer_tokens)  # fmt: skip
         feats = run.source.features(rows).to(run.device)
-        last = j == run.accum - 1
+        with autocast:
+            out = run.wrapped(feats, **{k: v.to(run.device) for k, v in enc.items()})
+            return out.loss  # type: ignore[no-any-return]
+
+    return loss
+
+
+def _sync(run: _Run) -> Any:
+    """Gradients exchanged on a step's last micro-batch only (DDP or FSDP)."""
+
+    def sync(last: bool) -> Any:
         if run.fsdp:
             run.model.set_requires_gradient_sync(last)  # type: ignore[operator]
-        sync = nullcontext() if last or run.world == 1 or run.fsdp else run.wrapped.no_sync()
-        with sync:
-            with autocast:
-                out = run.wrapped(feats, **{k: v.to(run.device) for k, v in enc.items()})
-                loss = out.loss / run.accum
-            loss.backward()
-        total += loss.detach()
-    params = [p for p in run.model.parameters() if p.requires_grad]
-    if r.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(params, r.grad_clip)
-    run.optimizer.step()
-    run.optimizer.zero_grad(set_to_none=True)
-    if run.world > 1:
-        torch.distributed.all_reduce(total)
-        total /= run.world
-    return float(total)
+            return nullcontext()
+        return nullcontext() if last or run.world == 1 else run.wrapped.no_sync()
+
+    return sync
 
 
 def _optimizer_state(run: _Run) -> dict[str, Any]:
@@ -327,13 +337,6 @@ def _load_optimizer(run: _Run, optim: dict[str, Any]) -> None:
                              options=StateDictOptions(full_state_dict=True))  # fmt: skip
 
 
-def _close_process_group() -> None:
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        dist.destroy_process_group()
-
-
 def _shard(model: OwlModel) -> None:
     """FSDP2: every decoder layer a unit of its own, the rest the root's."""
     from torch.distributed.fsdp import fully_shard
@@ -348,32 +351,18 @@ def _shard(model: OwlModel) -> None:
 def _setup(
     model: OwlModel, device: torch.device | None, fsdp: bool = False
 ) -> tuple[Any, torch.device, int, int]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        dev = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        model.to(dev)
-        return model, dev, 0, 1
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        # closed at exit (not after the run: a process may train again): Gloo
-        # threads still running at interpreter exit can abort the process
-        atexit.register(_close_process_group)
-    rank = dist.get_rank()
-    if torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        torch.cuda.set_device(local)
-        dev = torch.device("cuda", local)
-    else:
-        dev = torch.device("cpu")
+    """The model on this process's device: as it is alone, sharded (FSDP2)
+    or wrapped in DDP under ``torchrun``; with the device, rank and world."""
+    procs, dev = start_processes(device)
     model.to(dev)
+    if procs.world <= 1:
+        return model, dev, 0, 1
     if fsdp:
         _shard(model)
-        return model, dev, rank, dist.get_world_size()
+        return model, dev, procs.rank, procs.world
     wrapped = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[dev.index] if dev.type == "cuda" else None)  # fmt: skip
-    return wrapped, dev, rank, dist.get_world_size()
+    return wrapped, dev, procs.rank, procs.world
 
 
 def train_owl(
@@ -392,7 +381,7 @@ def train_owl(
     torchrun instead of DDP); returns ``history`` (one dict per step:
     ``stage``, ``step``, ``global_step``, ``lr``, ``loss``, ``seconds``
     since this invocation started), ``counts``
-    (:meth:`~agl_fast.torch.owl.OwlModel.check_trainable`), ``stopped``
+    (:meth:`~agl_fast.owl.model.OwlModel.check_trainable`), ``stopped``
     (True when ``stop_after`` optimiser steps of the whole run were reached
     first) and ``model_dir`` (the final trainable weights, ``out/owl``)."""
     if stop_after is not None and stop_after < 1:
@@ -425,22 +414,25 @@ def train_owl(
         _load_optimizer(run, saved["optimizer"])
         pos = {k: saved[k] for k in ("stage", "step", "global_step", "history")}
     model.train()
-    stopped = False
+    stop = {"now": False}
     t0 = time.perf_counter()
-    while pos["stage"] < len(plans) and not stopped:
-        k, stage, plan = pos["stage"], recipe.stages[pos["stage"]], plans[pos["stage"]]
-        lr = stage_lr(pos["step"], plan.steps, stage.warmup_steps, stage.lr or recipe.lr)
-        loss = _step(run, plan, k, pos["step"], pos["global_step"], lr)
+
+    def on_step(loss: float, step: Step) -> None:
+        stage = recipe.stages[pos["stage"]]
         pos["history"].append({"stage": stage.name, "step": pos["step"],
-                               "global_step": pos["global_step"], "lr": lr, "loss": loss,
+                               "global_step": pos["global_step"], "lr": step.lr, "loss": loss,
                                "seconds": round(time.perf_counter() - t0, 3)})  # fmt: skip
         pos["step"] += 1
         pos["global_step"] += 1
-        if pos["step"] >= plan.steps:
-            pos["stage"], pos["step"] = k + 1, 0
-        stopped = stop_after is not None and pos["global_step"] >= stop_after
-        if stopped or pos["global_step"] % recipe.checkpoint_every == 0:
+        if pos["step"] >= plans[pos["stage"]].steps:
+            pos["stage"], pos["step"] = pos["stage"] + 1, 0
+        stop["now"] = stop_after is not None and pos["global_step"] >= stop_after
+        if stop["now"] or pos["global_step"] % recipe.checkpoint_every == 0:
             _save(run, out, pos)
+
+    optimiser = Optimiser(opt, params, recipe.grad_clip, world=world)
+    run_steps(optimiser, _plan(run, plans, pos, stop), _micro_loss(run, pos), device=dev,
+              sync=_sync(run), on_step=on_step)  # fmt: skip
     done = pos["stage"] >= len(plans)
     if done:
         _save(run, out, pos)

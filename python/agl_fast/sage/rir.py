@@ -12,7 +12,7 @@ supervised by Eq. 3,
 averaged over the batch; :func:`agl_fast.torch.edc_loss` as ``L_EDC``), in
 ``L = eta1 * L_binaural + eta2 * L_geo``. The paper's weights are ``eta1 =
 1``, ``eta2 = 0.01``; it gives no default for ``lambda`` (its ablation lists
-``lambda = 0.1``), so :data:`GEO_LAMBDA` is 0.1.
+``lambda = 0.1``), so :data:`agl_fast.sage.recipes.GEO_LAMBDA` is 0.1.
 
 :class:`ResNet18` is the depth encoder (torchvision's layout, written here:
 a 7x7 stride-2 stem, max pool, four stages of two basic blocks, global
@@ -30,7 +30,7 @@ The ablation ``geometry_dim > 0`` feeds a vector of room numbers
 does and it carries what a depth image does not show (wall absorption and
 scattering); it is kept only to compare with.
 
-The branch lives in :class:`agl_fast.torch.sage.SageEncoder` as
+The branch lives in :class:`agl_fast.sage.model.SageEncoder` as
 ``rir_decoder`` when ``SageConfig.rir_length > 0``; the encoder's own
 parameter names are unchanged and its ``forward`` (the inference and ONNX
 path) does not run the branch.
@@ -45,12 +45,11 @@ import torch
 from torch import nn
 
 from ..exceptions import ParameterError
-from .edc import edc_loss
+from ..torch.edc import edc_loss
+from .recipes import GEO_LAMBDA
 
 __all__ = [
-    "ETA",
     "GEOMETRY_DIM",
-    "GEO_LAMBDA",
     "UPSAMPLE",
     "ResNet18",
     "RirDecoder",
@@ -58,8 +57,6 @@ __all__ = [
     "geometry_vector",
 ]
 
-ETA = (1.0, 0.01)
-GEO_LAMBDA = 0.1
 GEOMETRY_DIM = 10
 UPSAMPLE = 32  # the decoder's length / coarsest length
 

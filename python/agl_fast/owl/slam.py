@@ -35,12 +35,12 @@ from typing import Any
 import torch
 
 from ..exceptions import ModelStateError, ParameterError
-from .checkpoint import read_checkpoint
-from .owl import OwlConfig, OwlModel, build_owl
+from ..torch.checkpoint import read_checkpoint
+from .model import OwlConfig, OwlModel, build_owl
 
 __all__ = ["AUTHORS_LORA", "KEY_MAP", "WEIGHTS", "load_slam_owl", "map_slam_keys"]
 
-_LOG = logging.getLogger("agl_fast.torch.owl_slam")
+_LOG = logging.getLogger("agl_fast.owl.slam")
 
 #: The authors' weight file in a checkpoint directory.
 WEIGHTS = "model.pt"

@@ -1,6 +1,6 @@
 """SAGE inference with ONNX Runtime, fed by the Rust ``bat`` features.
 
-:func:`export_onnx` writes the encoder and heads (``agl_fast.torch.sage``) to
+:func:`export_onnx` writes the encoder and heads (``agl_fast.sage.model``) to
 ONNX with a dynamic batch axis; :class:`SageSession` runs it in a session of
 the package's one factory (:func:`agl_fast._internal.onnx.make_session`): by default
 on CUDA when it really starts, else on the CPU with a logged warning
@@ -27,7 +27,7 @@ import numpy as np
 from .._internal.onnx import Device, make_session
 from ..exceptions import AglIOError, NonFiniteError, ParameterError, ShapeError
 from ..presets import bat
-from .defaults import CLIP_SECONDS, HOP, N_FFT, SR
+from ..spatial.defaults import CLIP_SECONDS, HOP, N_FFT, SR
 
 __all__ = [
     "OUTPUT_NAMES",
@@ -42,7 +42,7 @@ OUTPUT_NAMES = ("events", "distance", "azimuth", "elevation", "embedding")
 
 
 def export_onnx(model: Any, path: str, *, frames: int = 1001, opset: int = 17) -> None:
-    """Export a :class:`agl_fast.torch.sage.SageEncoder` to ONNX.
+    """Export a :class:`agl_fast.sage.model.SageEncoder` to ONNX.
 
     The batch axis is dynamic; ``frames`` fixes the time axis of the
     ``features`` input (1001 frames = 10 s at hop 320).

@@ -2,10 +2,10 @@
 
 Three parts, as in the OWL paper (section 5, appendix C.2):
 
-* ``encoder``: the SAGE encoder (:class:`agl_fast.torch.sage.SageEncoder`),
+* ``encoder``: the SAGE encoder (:class:`agl_fast.sage.model.SageEncoder`),
   frozen and kept in eval mode (its batch norms never update); its
   frame-level tokens ``[batch, 3 + patches, C]`` (the output of
-  :meth:`~agl_fast.torch.sage.SageEncoder.encode`) are the audio features;
+  :meth:`~agl_fast.sage.model.SageEncoder.encode`) are the audio features;
 * ``encoder_projector``: a Q-Former trained from scratch
   (``Blip2QFormerModel``: 8 BERT-style layers, 64 learnable queries that
   cross-attend over the encoder tokens) followed by a linear projection to
@@ -38,8 +38,8 @@ import torch
 from torch import nn
 
 from ..exceptions import ModelStateError, ParameterError
-from .checkpoint import read_checkpoint, write_checkpoint
-from .sage import SageConfig, SageEncoder, load_checkpoint
+from ..sage.model import SageConfig, SageEncoder, load_checkpoint
+from ..torch.checkpoint import read_checkpoint, write_checkpoint
 
 __all__ = [
     "DEFAULT_TARGET_MODULES",
@@ -55,7 +55,7 @@ __all__ = [
     "paper_parameter_count",
 ]
 
-_LOG = logging.getLogger("agl_fast.torch.owl")
+_LOG = logging.getLogger("agl_fast.owl.model")
 
 #: The instruction template of the authors' loader (the BAT / SLAM-LLM
 #: "no input" prompt); the question replaces ``{instruction}``.

@@ -1,4 +1,4 @@
-"""SAGE training on streamed scenes (:mod:`agl_fast.spatial.stream`), at scale.
+"""SAGE training on streamed scenes (:mod:`agl_fast.sage.stream`), at scale.
 
 One loop for one CPU, one GPU or several through ``torchrun``
 (DistributedDataParallel: NCCL on CUDA, gloo on the CPU; the environment
@@ -14,24 +14,25 @@ One loop for one CPU, one GPU or several through ``torchrun``
   states and the data position (epoch, batch): a resumed run continues the
   loss curve of an uninterrupted one exactly (same device and world size);
 * ``init``: start from an AudioMAE or Spatial-AST checkpoint, strictly
-  (:func:`agl_fast.torch.sage.load_checkpoint`) or with a key report
-  (:func:`agl_fast.torch.sage.load_partial`);
+  (:func:`agl_fast.sage.model.load_checkpoint`) or with a key report
+  (:func:`agl_fast.sage.model.load_partial`);
 * evaluation in batches on the training device (:func:`evaluate_stream`).
 
-The loss is :func:`agl_fast.spatial.train.binaural_loss` with the recipe's
-``alpha`` (two stages as :class:`~agl_fast.spatial.train.TrainConfig`
+The loss is :func:`agl_fast.sage.train.binaural_loss` with the recipe's
+``alpha`` (two stages as :class:`~agl_fast.sage.recipes.TrainConfig`
 describes); the schedule is the recipe's warm-up and cosine over the
 optimiser steps of all epochs. The RIR branch is not trained here (the
-bank holds no depth images); :func:`agl_fast.spatial.train.train` trains it
+bank holds no depth images); :func:`agl_fast.sage.train.train` trains it
 on a stored dataset.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
-import os
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,13 +44,15 @@ from torch.utils.data import DataLoader
 
 from ..exceptions import CheckpointFormatError, ModelStateError, ParameterError
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
-from ..torch.sage import SageConfig, SageEncoder, load_checkpoint, load_partial
+from ..torch.loop import Optimiser, Processes, Step, run_steps, start_processes
+from .model import SageConfig, SageEncoder, load_checkpoint, load_partial
+from .recipes import TrainConfig, learning_rate
 from .stream import RirBank, StreamConfig
-from .train import TrainConfig, _lr, binaural_loss, table2_figures
+from .train import binaural_loss, table2_figures
 
 __all__ = ["PRECISIONS", "FitConfig", "evaluate_stream", "fit", "init_model"]
 
-logger = logging.getLogger("agl_fast.spatial.fit")
+logger = logging.getLogger("agl_fast.sage.fit")
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -89,7 +92,7 @@ def init_model(model: SageEncoder, path: str | Path, *, strict: bool = True) -> 
     (:class:`~agl_fast.exceptions.ModelStateError` otherwise; OWL's released
     SAGE, which has no direction and distance heads, leaves those at their
     initialisation: ``layout`` ``'owl-sage'`` and ``kept`` in the report,
-    :func:`agl_fast.torch.sage.load_checkpoint`); else the
+    :func:`agl_fast.sage.model.load_checkpoint`); else the
     entries whose name and shape match are loaded and the report
     (``loaded``, ``missing``, ``unexpected``, ``mismatched``) is returned
     and logged."""
@@ -118,29 +121,6 @@ def init_model(model: SageEncoder, path: str | Path, *, strict: bool = True) -> 
     return report
 
 
-@dataclass
-class _Dist:
-    rank: int = 0
-    world: int = 1
-    local: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def _setup(device: str | None) -> tuple[_Dist, torch.device]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    dist = _Dist(int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0")))
-    want = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(f"cuda:{dist.local}" if want == "cuda" else want)
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
-    if world > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    return dist, dev
-
-
 def _rng_state(dev: torch.device) -> dict[str, Any]:
     state: dict[str, Any] = {"torch": torch.get_rng_state()}
     if dev.type == "cuda":
@@ -164,8 +144,8 @@ def evaluate_stream(
     model: SageEncoder, batches: Any, config: TrainConfig, *, device: str | torch.device = "cpu",
     precision: str = "fp32",
 ) -> dict[str, Any]:  # fmt: skip
-    """Loss and OWL's Table 2 measures (:func:`agl_fast.spatial.train.table2_figures`)
-    over ``batches`` (dicts as :class:`~agl_fast.spatial.stream.StreamingScenes`
+    """Loss and OWL's Table 2 measures (:func:`agl_fast.sage.train.table2_figures`)
+    over ``batches`` (dicts as :class:`~agl_fast.sage.stream.StreamingScenes`
     yields), one batch at a time on ``device``: host memory holds the
     predicted classes and event scores, not the clips. Also ``n``,
     ``seconds`` and ``clips_per_s`` (data making included)."""
@@ -206,7 +186,9 @@ class _State:
         self.model = model
         self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr,
                                      weight_decay=cfg.weight_decay, betas=cfg.betas)  # fmt: skip
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: _lr(s, cfg) / cfg.lr)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt, lambda s: learning_rate(s, cfg) / cfg.lr
+        )
         self.scaler = torch.amp.GradScaler(dev.type, enabled=fp16)
         self.step, self.epoch, self.batch = 0, 0, 0
         self.stream_keys: dict[str, Any] | None = None
@@ -260,47 +242,40 @@ def _build(
     return model, report
 
 
-def _reduce_mean(value: torch.Tensor, dist: _Dist) -> float:
-    if dist.world > 1:
-        value = value.detach().clone()
-        torch.distributed.all_reduce(value)
-        value /= dist.world
-    return float(value)
-
-
 def _epoch(
     run: _State, net: Any, loader: Any, cfg: TrainConfig, loop: FitConfig, ctx: dict[str, Any],
 ) -> bool:  # fmt: skip
     """Train over ``loader`` (from ``run.batch`` on); False once ``until`` is reached."""
-    dev, dist, scale = ctx["device"], ctx["dist"], 1.0 / loop.accum
-    acc = torch.zeros((), device=dev)
-    for k, batch in enumerate(loader, start=1):
-        last = k % loop.accum == 0
-        sync = net.no_sync() if dist.world > 1 and not last else nullcontext()
-        with sync:
-            with _autocast(dev, loop.precision):
-                out = net(batch["x"].to(dev, non_blocking=True))
-            loss = binaural_loss(out, _targets(batch, dev), cfg,
-                                 stage1=run.step < cfg.stage1_steps) * scale  # fmt: skip
-            run.scaler.scale(loss).backward()
-        acc += loss.detach()
-        if not last:
-            continue
-        run.scaler.unscale_(run.opt)
-        torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
-        run.scaler.step(run.opt)
-        run.scaler.update()
-        run.opt.zero_grad(set_to_none=True)
+    dev, dist = ctx["device"], ctx["dist"]
+
+    def plan() -> Iterator[Step]:
+        batches = iter(loader)
+        while True:
+            micro = list(itertools.islice(batches, loop.accum))
+            if len(micro) < loop.accum:
+                return
+            yield Step(micro)  # the learning rate is the scheduler's
+            if run.batch == 0 or run.step >= ctx["last"]:
+                return
+
+    def loss(batch: dict[str, Any], _j: int) -> torch.Tensor:
+        with _autocast(dev, loop.precision):
+            out = net(batch["x"].to(dev, non_blocking=True))
+        return binaural_loss(out, _targets(batch, dev), cfg, stage1=run.step < cfg.stage1_steps)
+
+    def sync(last: bool) -> Any:
+        return net.no_sync() if dist.world > 1 and not last else nullcontext()
+
+    def on_step(value: float, step: Step) -> None:
         run.sched.step()
         run.step += 1
-        run.batch = int(batch["batch"]) + 1
-        value = _reduce_mean(acc, dist)
-        acc.zero_()
+        run.batch = int(step.micro[-1]["batch"]) + 1
         if run.batch >= ctx["batches_used"]:
             run.epoch, run.batch = run.epoch + 1, 0
         ctx["on_step"](run, value)
-        if run.batch == 0 or run.step >= ctx["last"]:
-            break
+
+    opt = Optimiser(run.opt, run.model.parameters(), cfg.grad_clip, run.scaler, dist.world)
+    run_steps(opt, plan(), loss, device=dev, sync=sync, on_step=on_step)
     return run.step < ctx["last"]
 
 
@@ -326,7 +301,7 @@ def _open_state(path: Path, resume: bool) -> dict[str, Any] | None:
 
 
 def _loader(bank: Any, sources: Any, stream: StreamConfig, *, epoch: int, start: int,
-            dist: _Dist, workers: int) -> DataLoader:  # type: ignore[type-arg]  # fmt: skip
+            dist: Processes, workers: int) -> DataLoader:  # type: ignore[type-arg]  # fmt: skip
     ds = bank.scenes(sources, stream, epoch=epoch, start=start, rank=dist.rank,
                      world=dist.world)  # fmt: skip
     # Its own generator: making a loader must not draw from the global RNG
@@ -335,7 +310,7 @@ def _loader(bank: Any, sources: Any, stream: StreamConfig, *, epoch: int, start:
     return DataLoader(ds, batch_size=None, num_workers=workers, generator=g)
 
 
-def _on_step(out: Path, dist: _Dist, loop: FitConfig, log: Any, extra: dict[str, Any],
+def _on_step(out: Path, dist: Processes, loop: FitConfig, log: Any, extra: dict[str, Any],
              dev: torch.device) -> Any:  # fmt: skip
     """After each optimiser step: the history line and the checkpoint (rank 0)."""
     t0 = time.perf_counter()
@@ -358,10 +333,10 @@ def _on_step(out: Path, dist: _Dist, loop: FitConfig, log: Any, extra: dict[str,
 
 def _prepare(
     out: Path, sources: Any, model_config: SageConfig, cfg: TrainConfig, loop: FitConfig,
-    dist: _Dist, dev: torch.device, opts: dict[str, Any],
+    dist: Processes, dev: torch.device, opts: dict[str, Any],
 ) -> tuple[_State, Any, dict[str, Any] | None]:  # fmt: skip
     """The run (fresh, initialised or resumed) and the network to call (DDP-wrapped)."""
-    from .train import _trim_history
+    from .train import trim_history
 
     if dist.main:
         out.mkdir(parents=True, exist_ok=True)
@@ -372,7 +347,7 @@ def _prepare(
         run.load(state, dev)
         run.stream_keys = state.get("stream")
     if dist.main:
-        _trim_history(out / "history.jsonl", state, run.step)
+        trim_history(out / "history.jsonl", state, run.step)
     net: Any = model
     if dist.world > 1:
         net = torch.nn.parallel.DistributedDataParallel(
@@ -386,7 +361,7 @@ def _evaluate_test(
 ) -> dict[str, Any]:  # fmt: skip
     test = replace(stream, scenes=loop.eval_scenes, batch_size=loop.eval_batch, mixup=0.0,
                    weighted=False, split="test")  # fmt: skip
-    batches = _loader(rbank, eval_sources, test, epoch=0, start=0, dist=_Dist(),
+    batches = _loader(rbank, eval_sources, test, epoch=0, start=0, dist=Processes(),
                       workers=loop.workers)  # fmt: skip
     return evaluate_stream(run.model, batches, cfg, device=dev, precision=loop.precision)
 
@@ -399,9 +374,9 @@ def fit(
     log: Any = None,
 ) -> tuple[SageEncoder, dict[str, Any]]:  # fmt: skip
     """Train SAGE on scenes streamed from the BRIR bank ``bank`` (a path)
-    and ``sources`` (:mod:`agl_fast.spatial.stream`), or from scene data
+    and ``sources`` (:mod:`agl_fast.sage.stream`), or from scene data
     with a ``scenes`` method, as
-    :class:`~agl_fast.spatial.bidepth_sage.BidepthData` (then also the
+    :class:`~agl_fast.sage.bidepth.BidepthData` (then also the
     ``sources`` and ``eval_sources``); ``out`` receives
     ``checkpoint.pt``, ``history.jsonl`` (one line every ``log_every``
     optimiser steps: step, epoch, loss, lr, seconds) and ``metrics.json``
@@ -414,14 +389,14 @@ def fit(
     still spans every epoch), leaving a checkpoint to ``resume`` from.
     Returns the model (on the CPU, unwrapped) and the metrics.
     """
-    from ..torch.sage import n_parameters
+    from .model import n_parameters
 
     loop = loop or FitConfig()
     if loop.accum < 1 or loop.workers < 0 or loop.checkpoint_every < 1 or loop.log_every < 1:
         raise ParameterError(f"accum, checkpoint_every and log_every must be >= 1 and workers "
                              f">= 0, got {loop}")  # fmt: skip
     out = Path(out)
-    dist, dev = _setup(device)
+    dist, dev = start_processes(device)
     rbank = bank if hasattr(bank, "scenes") else RirBank(bank)
     per_epoch = stream.batches // loop.accum
     if per_epoch < 1 or loop.epochs < 1:

@@ -27,7 +27,7 @@ model accepts at most 1024 frames; 10 s at 32 kHz gives 1001).
 
 Training-only options of :class:`SageConfig` add no parameter (SpecAugment
 masks, token dropping, ``ipd_scale``); ``rir_length > 0`` adds the
-RIR-prediction branch ``rir_decoder`` (:mod:`agl_fast.torch.sage_rir`),
+RIR-prediction branch ``rir_decoder`` (:mod:`agl_fast.sage.rir`),
 whose parameters all live under that prefix and which ``forward`` (the
 inference and ONNX path) does not run: :meth:`SageEncoder.encode` gives the
 tokens, :meth:`SageEncoder.heads` the outputs, :meth:`SageEncoder.predict_rir`
@@ -46,7 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..exceptions import ModelStateError, ParameterError
-from .sage_rir import RirDecoder
+from .rir import RirDecoder
 
 __all__ = [
     "OWL_SAGE_ABSENT",
@@ -68,7 +68,7 @@ _BRANCH_PREFIX = "rir_decoder."
 OWL_SAGE_ABSENT = (
     "dis_norm.", "doa_norm.", "fc_norm.", "distance_head.", "azimuth_head.", "elevation_head.",
 )  # fmt: skip
-_LOG = logging.getLogger("agl_fast.torch.sage")
+_LOG = logging.getLogger("agl_fast.sage.model")
 
 
 @dataclass
@@ -93,7 +93,7 @@ class SageConfig:
     time_mask: int = 0
     n_masks: int = 2
     token_mask: float = 0.0
-    # The RIR-prediction branch (``rir_decoder``, :mod:`agl_fast.torch.sage_rir`):
+    # The RIR-prediction branch (``rir_decoder``, :mod:`agl_fast.sage.rir`):
     # built when ``rir_length > 0``: a ResNet-18 depth encoder (``rir_depth``)
     # of channel base ``rir_width`` fused with the audio tokens and a
     # ResNet-18 transposed-convolution decoder. ``rir_geometry_dim > 0`` is

@@ -2,19 +2,19 @@
 
 ``agl-fast spatial simulate --scenes N --out DIR`` writes a simulated
 dataset (:mod:`agl_fast.spatial.dataset`); ``agl-fast spatial train --data
-DIR --out RUN`` trains SAGE on it (:mod:`agl_fast.spatial.train`).
+DIR --out RUN`` trains SAGE on it (:mod:`agl_fast.sage.train`).
 
 ``agl-fast spatial experiment --minutes 15`` simulates rooms, trains a
 small SAGE on remixed sources and reports its errors on held-out rooms
-(:mod:`agl_fast.spatial.experiment`).
+(:mod:`agl_fast.sage.experiment`).
 
 ``agl-fast spatial ask --data DIR --provider P --model M --out OUT`` asks an
 audio-language model the dataset's spatial questions and scores the answers
-with OWL's metrics (:mod:`agl_fast.spatial.ask`).
+with OWL's metrics (:mod:`agl_fast.commands.spatial_ask`).
 
 ``agl-fast spatial owl train|infer|eval`` trains OWL (SAGE + Q-Former +
 a causal LM with LoRA) with the paper's curriculum, and answers and scores
-a dataset's questions with it (:mod:`agl_fast.spatial.owl`).
+a dataset's questions with it (:mod:`agl_fast.owl.cli`).
 
 ``agl-fast spatial infer AUDIO... --model sage.onnx`` prints one JSON line
 per file: azimuth and elevation (degrees), distance (m), the most probable
@@ -34,7 +34,8 @@ import numpy as np
 
 from .._internal.onnx import DEVICES
 from ..exceptions import AglError
-from .defaults import CLIP_SECONDS, SR
+from ..sage.recipes import RECIPES
+from ..spatial.defaults import CLIP_SECONDS, SR
 
 
 def add_parser(sub: Any) -> None:
@@ -51,8 +52,8 @@ def add_parser(sub: Any) -> None:
     _add_simulate(ssub)
     _add_train(ssub)
     _add_experiment(ssub)
-    from .ask import add_parser as add_ask
-    from .owl import add_parser as add_owl
+    from ..owl.cli import add_parser as add_owl
+    from .spatial_ask import add_parser as add_ask
 
     add_ask(ssub)
     add_owl(ssub)
@@ -105,7 +106,7 @@ def _add_train(ssub: Any) -> None:
     tr = ssub.add_parser("train", help="train SAGE on a simulated dataset (torch extra)")
     tr.add_argument("--data", type=Path, required=True, help="a spatial simulate output")
     tr.add_argument("--out", type=Path, required=True, help="checkpoint and metrics directory")
-    tr.add_argument("--recipe", choices=("agl-fast", "owl"), default="agl-fast",
+    tr.add_argument("--recipe", choices=tuple(RECIPES), default="agl-fast",
                     help="training settings: 'owl' is the paper's (appendix C.1, two "
                     "stages), 'agl-fast' the earlier one-stage settings; the options below "
                     "override (default: agl-fast)")  # fmt: skip
@@ -138,7 +139,7 @@ def _add_train(ssub: Any) -> None:
     tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     tr.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     tr.add_argument("--export", type=Path, help="also write the trained model as ONNX here")
-    from .fit_cli import add_stream_options
+    from ..sage.fit_cli import add_stream_options
 
     add_stream_options(tr)
     tr.set_defaults(run=run_train)
@@ -146,8 +147,8 @@ def _add_train(ssub: Any) -> None:
 
 def _add_experiment(ssub: Any) -> None:
     """``spatial experiment``: simulate, train and evaluate within a time budget
-    (defaults: those of :class:`~agl_fast.spatial.experiment.ExperimentConfig`)."""
-    from .experiment import ExperimentConfig
+    (defaults: those of :class:`~agl_fast.sage.recipes.ExperimentConfig`)."""
+    from ..sage.recipes import ExperimentConfig
 
     d = ExperimentConfig()
     ex = ssub.add_parser(
@@ -166,7 +167,7 @@ def _add_experiment(ssub: Any) -> None:
     ex.add_argument(
         "--clip-seconds", type=float, default=d.clip_seconds, help="training clip length"
     )
-    ex.add_argument("--recipe", choices=("agl-fast", "owl"), default="agl-fast",
+    ex.add_argument("--recipe", choices=tuple(RECIPES), default="agl-fast",
                     help="loss weights, optimiser and schedule (owl: the paper's two stages, "
                     "as shares of the run; default: %(default)s)")  # fmt: skip
     ex.add_argument("--batch-size", type=int, default=None,
@@ -216,7 +217,7 @@ def _load(path: Path) -> tuple[np.ndarray, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .infer import SageSession
+    from ..sage.infer import SageSession
 
     session = SageSession(
         str(args.model), device=args.device, allow_cpu=args.allow_cpu, n_threads=args.threads
@@ -238,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from .dataset import build_dataset
+    from ..spatial.dataset import build_dataset
 
     rows = build_dataset(
         args.out,
@@ -260,9 +261,10 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ..torch.sage import SageConfig
-    from ..torch.sage_rir import GEOMETRY_DIM
-    from .train import recipe, train
+    from ..sage.model import SageConfig
+    from ..sage.recipes import recipe
+    from ..sage.rir import GEOMETRY_DIM
+    from ..sage.train import train
 
     mcfg = SageConfig(
         embed_dim=args.dim,
@@ -295,15 +297,15 @@ def run_train(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every,
     )
     if args.stream:
-        from .fit_cli import run_stream
+        from ..sage.fit_cli import run_stream
 
         return run_stream(args, mcfg, cfg)
     model, metrics = train(
         args.data, args.out, model_config=mcfg, config=cfg, resume=args.resume, device=args.device
     )
     if args.export:
-        from .infer import export_onnx
-        from .train import load_split
+        from ..sage.infer import export_onnx
+        from ..sage.train import load_split
 
         frames = int(load_split(args.data, "train", None, depth=False)["x"].shape[2])
         export_onnx(model, str(args.export), frames=frames)
@@ -314,7 +316,8 @@ def run_train(args: argparse.Namespace) -> int:
 def run_experiment(args: argparse.Namespace) -> int:
     import torch
 
-    from .experiment import experiment_config, run_experiment
+    from ..sage.experiment import run_experiment
+    from ..sage.recipes import experiment_config
 
     torch.set_num_threads(args.threads)
     cfg = experiment_config(

@@ -1,7 +1,7 @@
 """``agl-fast spatial owl train | infer | eval``: OWL on agl-fast's spatial data.
 
-The model and its training live in :mod:`agl_fast.torch.owl` and
-:mod:`agl_fast.torch.owl_train`; this module gives them the data of a
+The model and its training live in :mod:`agl_fast.owl.model` and
+:mod:`agl_fast.owl.train`; this module gives them the data of a
 dataset directory (``qa.jsonl`` and the scenes of :mod:`.dataset`, simulated
 or read from a released set by :mod:`.readers`) through
 :class:`SpatialQaSource`, or streamed questions over a BRIR bank
@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import AglError, ParameterError
-from .ask import read_qa
+from ..spatial.dataset import read_qa
 
 __all__ = ["QA_SOURCES", "TABLE3_COLUMNS", "SpatialQaSource", "add_parser", "evaluate_owl",
            "table3_report"]  # fmt: skip
 
-_LOG = logging.getLogger("agl_fast.spatial.owl")
+_LOG = logging.getLogger("agl_fast.owl.cli")
 
 #: Table 3's columns: (group, column, key of :func:`.answers.score_qa`).
 TABLE3_COLUMNS = (
@@ -81,7 +81,7 @@ class SpatialQaSource:
         import torch
 
         from ..presets import bat
-        from .dataset import load_scenes
+        from ..spatial.dataset import load_scenes
 
         ids = [str(r["scene"]) for r in rows]
         todo = sorted({s for s in ids if s not in self._cache})
@@ -105,9 +105,9 @@ def _dataset_source(args: argparse.Namespace, seed: int) -> Any:
 
 
 def _stream_source(args: argparse.Namespace, seed: int) -> Any:
-    from .fit_cli import resolve_bank, stream_sources
-    from .owl_stream import StreamingQaSource
-    from .stream import RirBank
+    from ..sage.fit_cli import resolve_bank, stream_sources
+    from ..sage.stream import RirBank
+    from .stream import StreamingQaSource
 
     bank = RirBank(resolve_bank(Path(args.data)))
     train, _ = stream_sources(args, seed)
@@ -116,7 +116,7 @@ def _stream_source(args: argparse.Namespace, seed: int) -> Any:
 
 
 def _bidepth_source(args: argparse.Namespace, seed: int) -> Any:
-    from .bidepth import BidepthQaSource
+    from ..spatial.bidepth import BidepthQaSource
 
     outside = getattr(args, "allow_outside_roots", False)
     return BidepthQaSource(args.data, args.split or "train", allow_outside_roots=outside)
@@ -124,7 +124,7 @@ def _bidepth_source(args: argparse.Namespace, seed: int) -> Any:
 
 #: What ``owl train --qa-source NAME`` trains on: a factory of the parsed
 #: arguments and the recipe's seed giving a
-#: :class:`~agl_fast.torch.owl_train.QaSource` (``select``, ``features``).
+#: :class:`~agl_fast.owl.train.QaSource` (``select``, ``features``).
 QA_SOURCES: dict[str, Callable[[argparse.Namespace, int], Any]] = {
     "dataset": _dataset_source,  # DATA/qa.jsonl and its stored scenes
     "stream": _stream_source,  # questions built from indices, rendered on the fly
@@ -136,7 +136,7 @@ def _questions(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]]]:
     """The source and the questions ``owl infer`` asks: those of a BiDepth
     copy (its ``--split``, ``eval`` when the split is ``test``) or of a
     simulated dataset, of ``--types``, the first ``--limit``."""
-    from .bidepth import BidepthQaSource, is_bidepth
+    from ..spatial.bidepth import BidepthQaSource, is_bidepth
 
     types = set(args.types or ("I", "II", "III", "IV"))
     if is_bidepth(Path(args.data)):
@@ -174,8 +174,8 @@ def _answer_rows(rows: list[dict[str, Any]], answers: list[str]) -> list[dict[st
 
 
 def _infer(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str]]:
-    from ..torch.owl import load_owl
-    from ..torch.owl_infer import generate_answers
+    from .infer import generate_answers
+    from .model import load_owl
 
     source, rows = _questions(args)
     model, tokenizer = load_owl(args.model, dtype=_dtype(args.decoder_dtype))
@@ -192,7 +192,7 @@ def evaluate_owl(rows: list[dict[str, Any]], answers: list[str], out: str | Path
                  name: str = "OWL") -> dict[str, Any]:  # fmt: skip
     """Score answers, write ``scores.json``, ``report.json`` and
     ``report.md`` under ``out``; returns the report."""
-    from .answers import score_qa
+    from ..spatial.answers import score_qa
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -214,8 +214,8 @@ def _dtype(name: str) -> Any:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from ..torch.owl import DEFAULT_TARGET_MODULES, OwlConfig, build_owl
-    from ..torch.owl_train import load_recipe, train_owl
+    from .model import DEFAULT_TARGET_MODULES, OwlConfig, build_owl
+    from .train import load_recipe, train_owl
 
     recipe = load_recipe(args.recipe, args.set or ())
     sizes: dict[str, Any] = {}
@@ -245,8 +245,8 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from ..torch.owl import save_owl
-    from ..torch.owl_slam import load_slam_owl
+    from .model import save_owl
+    from .slam import load_slam_owl
 
     sizes = {"qformer_heads": args.qformer_heads} if args.qformer_heads else {}
     model, _ = load_slam_owl(args.checkpoint, decoder=args.decoder, sage=str(args.sage),
@@ -329,7 +329,7 @@ def add_parser(ssub: Any) -> None:
                     help="stop (with a checkpoint) after this many steps of the run")  # fmt: skip
     tr.add_argument("--fsdp", action="store_true",
                     help="under torchrun, shard the model with FSDP2 instead of DDP")  # fmt: skip
-    from .fit_cli import add_scene_options
+    from ..sage.fit_cli import add_scene_options
 
     add_scene_options(tr.add_argument_group("streamed questions (--stream)"),
                       scenes_help="questions per curriculum stage")  # fmt: skip

@@ -6,7 +6,7 @@ mixture, as a two-channel 16-bit WAV, through the query harness of
 :mod:`agl_fast.alm` (OpenAI-compatible, Gemini, vLLM, ...; rate limits,
 retries, the SQLite cache, so an interrupted run resumes). The prompt is
 :data:`PREAMBLE` followed by the question. ``--model owl:PATH`` asks a local
-OWL model (:mod:`agl_fast.torch.owl`, its own instruction template) instead
+OWL model (:mod:`agl_fast.owl.model`, its own instruction template) instead
 of a provider. The answers are read with
 :mod:`.answers` and scored with OWL's metrics (:func:`.answers.score_qa`).
 
@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PREAMBLE", "PROMPT_ID", "add_parser", "ask", "read_qa"]
+__all__ = ["PREAMBLE", "PROMPT_ID", "add_parser", "ask"]
 
 PROMPT_ID = "owl-spatial/v1"
 OWL_PREFIX = "owl:"
-OWL_PROMPT_ID = "owl-instruction/v1"  # agl_fast.torch.owl.PROMPT_TEMPLATE
+OWL_PROMPT_ID = "owl-instruction/v1"  # agl_fast.owl.model.PROMPT_TEMPLATE
 PREAMBLE = (
     "You are listening to a binaural recording: the first channel is the left ear, the second "
     "the right ear. Answer the question about the sounds. Give directions as clock positions "
@@ -43,25 +43,10 @@ PREAMBLE = (
 )
 
 
-def read_qa(root: str | Path, *, split: str | None = None, types: Any = None) -> list[dict]:
-    """Rows of ``root/qa.jsonl`` (optionally one split and some types)."""
-    from ..exceptions import ParameterError
-
-    path = Path(root) / "qa.jsonl"
-    if not path.is_file():
-        raise ParameterError(f"no qa.jsonl in {root}")
-    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-    if split is not None:
-        rows = [r for r in rows if r.get("split") == split]
-    if types:
-        rows = [r for r in rows if r.get("type") in set(types)]
-    return rows
-
-
 def _write_clips(root: Path, scenes: list[str], out: Path) -> dict[str, Path]:
     import soundfile as sf
 
-    from .dataset import load_scenes
+    from ..spatial.dataset import load_scenes
 
     meta = {}
     for line in (root / "scenes.jsonl").read_text(encoding="utf-8").splitlines():
@@ -112,11 +97,13 @@ def ask(args: argparse.Namespace) -> int:
     from ..alm.audio import file_hash
     from ..alm.keys import resolve_key
     from ..alm.options import exit_status, limits, request_params, sampling_free
-    from ..alm.providers import CAPABILITIES, Reply, make_provider
+    from ..alm.protocol import Reply
+    from ..alm.providers import CAPABILITIES, make_provider
     from ..alm.runner import AudioOptions, Engine, Job
-    from ..alm.store import Store, cache_key
     from ..exceptions import ParameterError
-    from .answers import score_qa
+    from ..remote.store import Store, cache_key
+    from ..spatial.answers import score_qa
+    from ..spatial.dataset import read_qa
 
     rows = read_qa(args.data, split=args.split, types=args.types)
     if args.limit is not None:
@@ -183,10 +170,10 @@ def _ask_owl(args: argparse.Namespace, rows: list[dict[str, Any]], out: Path) ->
     """The questions to a local OWL model (``--model owl:PATH``), same outputs."""
     import pyarrow.parquet as pq
 
-    from ..torch.owl import load_owl
-    from ..torch.owl_infer import generate_answers
-    from .answers import score_qa
-    from .owl import SpatialQaSource
+    from ..owl.cli import SpatialQaSource
+    from ..owl.infer import generate_answers
+    from ..owl.model import load_owl
+    from ..spatial.answers import score_qa
 
     path = str(args.model)[len(OWL_PREFIX) :]
     model, tokenizer = load_owl(path)
@@ -210,9 +197,10 @@ def _type1_options(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     harness into the run's store) or the 0/1 match."""
     import functools
 
+    from ..alm.embeddings import fetch_embeddings
     from ..alm.keys import resolve_key
     from ..exceptions import ParameterError
-    from .embeddings import fetch_embeddings, read_class_labels
+    from ..spatial.embeddings import read_class_labels
 
     if args.type1 == "match":
         return {"type1": "match"}

@@ -24,12 +24,12 @@ from typing import Any, overload
 import numpy as np
 
 from ..exceptions import ParameterError
-from .qa import generate_qa
-from .stream import RirBank, SceneSpec, render_scenes
+from ..sage.stream import RirBank, SceneSpec, render_scenes
+from ..spatial.qa import generate_qa
 
 __all__ = ["StreamedQa", "StreamingQaSource"]
 
-_LOG = logging.getLogger("agl_fast.spatial.owl_stream")
+_LOG = logging.getLogger("agl_fast.owl.stream")
 
 #: Draws of a scene before a row is declared impossible (a drawn dual scene
 #: of two sources of one event name has no Type II-IV question).
@@ -70,7 +70,7 @@ class StreamedQa(Sequence[dict[str, Any]]):
 
 
 class StreamingQaSource:
-    """A :class:`~agl_fast.torch.owl_train.QaSource` over a BRIR bank and dry
+    """A :class:`~agl_fast.owl.train.QaSource` over a BRIR bank and dry
     sources: ``select`` gives ``scenes`` questions per selection, built
     from indices; ``features`` renders them.
 

@@ -2,7 +2,7 @@
 scenes of its questions, rendered when a batch is made.
 
 :class:`BidepthData` stands in for both the BRIR bank and the sources of
-:func:`agl_fast.spatial.fit.fit` (``agl-fast spatial train --stream --data
+:func:`agl_fast.sage.fit.fit` (``agl-fast spatial train --stream --data
 bidepth.json``); its batches (:class:`BidepthScenes`) have the keys and
 shapes of :class:`.stream.StreamingScenes`. Labels: azimuth, elevation and
 distance class of the scene's RIR from the layout's ``positions`` file
@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ..exceptions import ParameterError
-from .bidepth import (
+from ..spatial.bidepth import (
     MAX_ANSWER_EVENTS,
     MAX_EVENT_CLASSES,
     BidepthLayout,
@@ -37,12 +37,12 @@ from .bidepth import (
 
 __all__ = ["BidepthData", "BidepthScenes"]
 
-logger = logging.getLogger("agl_fast.spatial.bidepth_sage")
+logger = logging.getLogger("agl_fast.sage.bidepth")
 
 
 class BidepthData:
     """The one-source scenes of a BiDepth copy, indexed for streamed SAGE
-    training (:func:`agl_fast.spatial.fit.fit` takes it in place of a BRIR
+    training (:func:`agl_fast.sage.fit.fit` takes it in place of a BRIR
     bank and of the sources).
 
     One pass over each split's QA file keeps, per distinct (clip, RIR) pair

@@ -1,5 +1,5 @@
 """``agl-fast spatial train --stream``: the options and the run of the
-streamed trainer (:mod:`agl_fast.spatial.fit`), one process or several
+streamed trainer (:mod:`agl_fast.sage.fit`), one process or several
 under ``torchrun``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 __all__ = ["add_scene_options", "add_stream_options", "resolve_bank", "run_stream",
            "scene_data_of", "stream_sources"]  # fmt: skip
 
-logger = logging.getLogger("agl_fast.spatial.fit")
+logger = logging.getLogger("agl_fast.sage.fit")
 
 #: Where ``--stream`` keeps the BRIR bank of a simulated dataset.
 BANK_DIR = "rir_bank"
@@ -84,13 +84,13 @@ def stream_sources(args: argparse.Namespace, seed: int) -> tuple[Any, Any]:
 
 def scene_data_of(data: Path, *, allow_outside_roots: bool = False) -> Any:
     """The scene data of ``spatial train --stream``'s DATA: a BiDepth copy
-    (:class:`~agl_fast.spatial.bidepth_sage.BidepthData`, reading only inside
+    (:class:`~agl_fast.sage.bidepth.BidepthData`, reading only inside
     its roots unless ``allow_outside_roots``) or a BRIR bank path
     (:func:`resolve_bank`)."""
-    from .bidepth import is_bidepth
+    from ..spatial.bidepth import is_bidepth
 
     if is_bidepth(data):
-        from .bidepth_sage import BidepthData
+        from .bidepth import BidepthData
 
         return BidepthData(data, allow_outside_roots=allow_outside_roots)
     return resolve_bank(data)
@@ -155,7 +155,7 @@ def run_stream(args: argparse.Namespace, model_config: Any, config: Any) -> int:
     if int(os.environ.get("RANK", "0")) != 0:
         return 0
     if args.export:
-        from .defaults import HOP, SR
+        from ..spatial.defaults import HOP, SR
         from .infer import export_onnx
 
         export_onnx(model, str(args.export), frames=1 + round(args.clip_seconds * SR) // HOP)

@@ -1,4 +1,4 @@
-"""Loss and figures of the localisation experiment (:mod:`agl_fast.spatial.experiment`).
+"""Loss and figures of the localisation experiment (:mod:`agl_fast.sage.experiment`).
 
 The loss of a training step (BAT heads with soft targets, plus OWL's
 ``L_geo`` when the model carries the RIR branch) and the direction and
@@ -7,22 +7,13 @@ distance figures on a set of evaluation batches. Needs torch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .experiment import ExperimentConfig
+from .recipes import ExperimentConfig, geo_weights
 
-__all__ = ["evaluate_localisation", "experiment_loss", "geo_weights"]
-
-
-def geo_weights(cfg: ExperimentConfig) -> tuple[tuple[float, float], float]:
-    """``(eta1, eta2)`` and ``lambda`` of the run (the branch's defaults for None)."""
-    from ..torch.sage_rir import ETA, GEO_LAMBDA
-
-    eta = ETA if cfg.eta is None else cfg.eta
-    return eta, GEO_LAMBDA if cfg.geo_lambda is None else cfg.geo_lambda
+__all__ = ["evaluate_localisation", "experiment_loss"]
 
 
 def experiment_loss(
@@ -32,7 +23,7 @@ def experiment_loss(
     model has the RIR branch and the step is past the first stage."""
     from torch.nn import functional as F
 
-    from ..torch.sage_rir import geo_loss
+    from .rir import geo_loss
     from .train import soft_cross_entropy, soft_targets
 
     tokens = model.encode(b["x"])
@@ -65,8 +56,8 @@ def evaluate_localisation(
 ) -> dict[str, float]:
     import torch
 
-    from ..torch.sage_rir import geo_loss
-    from .metrics import angular_error
+    from ..spatial.metrics import angular_error
+    from .rir import geo_loss
 
     model.eval()
     lam = geo_weights(cfg)[1]

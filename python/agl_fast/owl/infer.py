@@ -1,8 +1,8 @@
-"""Batched answers of an OWL model to QA rows (:mod:`agl_fast.torch.owl`).
+"""Batched answers of an OWL model to QA rows (:mod:`agl_fast.owl.model`).
 
 Greedy decoding, ``batch_size`` questions at a time, prompts left-padded;
 the answers are the decoded continuations without special tokens. The rows
-and their features come through :class:`agl_fast.torch.owl_train.QaSource`.
+and their features come through :class:`agl_fast.owl.train.QaSource`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 
 import torch
 
-from .owl import OwlModel, encode_batch
-from .owl_train import QaSource
+from .model import OwlModel, encode_batch
+from .train import QaSource
 
 __all__ = ["generate_answers"]
 
-_LOG = logging.getLogger("agl_fast.torch.owl_infer")
+_LOG = logging.getLogger("agl_fast.owl.infer")
 
 
 def generate_answers(
@@ -37,7 +37,7 @@ def generate_answers(
     Parameters
     ----------
     model, tokenizer
-        From :func:`agl_fast.torch.owl.load_owl` or training.
+        From :func:`agl_fast.owl.model.load_owl` or training.
     source : QaSource
         Gives the rows' ``bat`` features.
     rows : list of dict

@@ -8,26 +8,12 @@ alpha1 * BCE(events) + alpha2 * CE(distance) + alpha3 * (CE(azimuth) +
 CE(elevation))`` and, when the model has the RIR branch
 (``SageConfig.rir_length > 0``), ``L_geo = ||R - R_hat||_1 + lambda * L_EDC``
 on the first source's BRIR, from the scene's panoramic depth image
-(:func:`agl_fast.torch.sage_rir.geo_loss`).
+(:func:`agl_fast.sage.rir.geo_loss`).
 
-Two recipes (:data:`RECIPES`, ``agl-fast spatial train --recipe``):
-
-``owl``
-    Appendix C.1: two stages, the first ``stage1_share`` (40 of 100 epochs)
-    with the event loss alone (``alpha = (1, 0, 0)``, no ``L_geo``), the
-    rest joint with ``alpha = (1250, 1, 2)``, ``eta = (1, 0.01)``; AdamW,
-    betas (0.9, 0.95), gradient clipping at 1.0, batch 64, a linear warm-up
-    of 5000 steps (at most the first stage) and half-cycle cosine decay.
-    The paper states two learning rates and weight decays: Table 8 gives
-    1e-3 and 1e-4, the Optimization paragraph of C.1 gives 1e-4 and 0.01
-    (the values it also gives for OWL in C.2); the recipe follows C.1's
-    paragraph (``lr = 1e-4``, ``weight_decay = 0.01``). ``lambda`` is not
-    given; 0.1 (the ablation's value). The L1 term is the sum of Eq. 3.
-``agl-fast``
-    The settings used before the OWL recipe (the default): one stage,
-    ``alpha = (1, 1, 2)``, ``lr = 2.5e-4``, weight decay 0.05, AdamW's
-    default betas, clipping at 5.0, batch 16, 50 warm-up steps, and the L1
-    term as a mean over samples.
+The recipe (loss weights, optimiser, schedule) is a
+:class:`~agl_fast.sage.recipes.TrainConfig`, one of
+:data:`~agl_fast.sage.recipes.RECIPES` (``agl-fast spatial train --recipe``);
+the steps are those of :func:`agl_fast.torch.loop.run_steps`.
 
 Azimuth targets may be circular Gaussians (``sigma_azimuth`` degrees)
 instead of one-hot. Mixed precision (bfloat16 autocast) on CUDA. Batches are
@@ -39,9 +25,8 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,77 +36,23 @@ from torch.nn import functional as F
 
 from ..exceptions import CheckpointFormatError, ModelStateError, ParameterError
 from ..presets import bat
+from ..spatial.dataset import load_scenes
+from ..spatial.metrics import angular_error, mean_average_precision
 from ..torch.checkpoint import read_checkpoint, write_checkpoint
-from ..torch.sage import SageConfig, SageEncoder
-from ..torch.sage_rir import ETA, GEO_LAMBDA, geo_loss, geometry_vector
-from .dataset import load_scenes
-from .metrics import angular_error, mean_average_precision
+from ..torch.loop import Optimiser, Step, run_steps
+from .model import SageConfig, SageEncoder
+from .recipes import TrainConfig, learning_rate
+from .rir import geo_loss, geometry_vector
 
 __all__ = [
-    "RECIPES",
-    "TrainConfig",
     "binaural_loss",
     "evaluate",
     "load_split",
-    "recipe",
     "soft_cross_entropy",
     "soft_targets",
     "table2_figures",
     "train",
 ]
-
-
-@dataclass
-class TrainConfig:
-    steps: int = 1000
-    batch_size: int = 16
-    lr: float = 2.5e-4
-    weight_decay: float = 0.05
-    warmup: int = 50
-    alpha: tuple[float, float, float] = (1.0, 1.0, 2.0)  # events, distance, direction
-    eta: tuple[float, float] = ETA  # binaural, geometric
-    geo_lambda: float = GEO_LAMBDA
-    sigma_azimuth: float = 0.0
-    seed: int = 0
-    checkpoint_every: int = 100
-    log_every: int = 10
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float = 5.0
-    # Two-stage schedule: the first ``stage1_share`` of the steps use
-    # ``alpha_stage1`` and no L_geo (0: one stage).
-    stage1_share: float = 0.0
-    alpha_stage1: tuple[float, float, float] = (1.0, 0.0, 0.0)
-    geo_reduction: str = "mean"
-
-    @property
-    def stage1_steps(self) -> int:
-        return round(self.steps * self.stage1_share)
-
-
-RECIPES: dict[str, TrainConfig] = {
-    "agl-fast": TrainConfig(),
-    "owl": TrainConfig(
-        batch_size=64,
-        lr=1e-4,
-        weight_decay=0.01,
-        warmup=5000,
-        alpha=(1250.0, 1.0, 2.0),
-        eta=ETA,
-        geo_lambda=GEO_LAMBDA,
-        betas=(0.9, 0.95),
-        grad_clip=1.0,
-        stage1_share=0.4,
-        alpha_stage1=(1.0, 0.0, 0.0),
-        geo_reduction="sum",
-    ),
-}
-
-
-def recipe(name: str, **overrides: Any) -> TrainConfig:
-    """The :data:`RECIPES` entry ``name`` with some fields replaced (None: kept)."""
-    if name not in RECIPES:
-        raise ParameterError(f"recipe must be one of {sorted(RECIPES)}, got {name!r}")
-    return replace(RECIPES[name], **{k: v for k, v in overrides.items() if v is not None})
 
 
 def load_split(
@@ -136,7 +67,7 @@ def load_split(
     ``events`` (multi-hot), ``distance``, ``azimuth``, ``elevation``; with
     ``rir_length > 0`` also ``rir`` ``[n, 2, rir_length]`` (the first
     source's BRIR, cut or zero-padded), ``geometry`` ``[n, 10]``
-    (:func:`agl_fast.torch.sage_rir.geometry_vector`, the ablation) and,
+    (:func:`agl_fast.sage.rir.geometry_vector`, the ablation) and,
     with ``depth``, ``depth`` ``[n, H, W]`` (the panoramas, m)."""
     root = Path(root)
     rows = [json.loads(x) for x in (root / "scenes.jsonl").read_text().splitlines()]
@@ -280,14 +211,6 @@ def _losses(
     return out
 
 
-def _lr(step: int, cfg: TrainConfig) -> float:
-    warmup = min(cfg.warmup, cfg.stage1_steps) if cfg.stage1_steps > 0 else cfg.warmup
-    if step < warmup:
-        return cfg.lr * (step + 1) / warmup
-    t = (step - warmup) / max(1, cfg.steps - warmup)
-    return cfg.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
-
-
 def _rows(d: dict[str, Any], idx: torch.Tensor, dev: torch.device) -> dict[str, Any]:
     """The rows ``idx`` of a split's tensors, on ``dev`` (other entries as they are)."""
     return {k: (v[idx].to(dev) if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
@@ -332,7 +255,7 @@ def evaluate(
     return {"loss": sums["loss"] / n, **extra, **figures}
 
 
-def _trim_history(history: Path, state: dict[str, Any] | None, step: int) -> None:
+def trim_history(history: Path, state: dict[str, Any] | None, step: int) -> None:
     """Drop the curve after the checkpoint (those steps are trained again), or
     all of it when training starts afresh."""
     if history.exists():
@@ -344,28 +267,31 @@ def _trim_history(history: Path, state: dict[str, Any] | None, step: int) -> Non
         history.write_text("".join(k + "\n" for k in kept))
 
 
-def _train_step(
-    model: SageEncoder, opt: Any, d: dict[str, Any], config: TrainConfig, step: int,
-    dev: torch.device,
-) -> Any:  # fmt: skip
-    """One optimiser step on a batch drawn for ``step``; returns the loss."""
-    model.train()
+def _plan(d: dict[str, Any], config: TrainConfig, first: int, last: int,
+          dev: torch.device) -> Iterator[Step]:  # fmt: skip
+    """Steps ``first`` to ``last``: each one batch drawn for its step from
+    ``(seed, step)`` alone; only the batch goes to the device (the split
+    stays in host memory)."""
     n = len(d["x"])
-    g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-    idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g)
-    # Only the batch goes to the device; the split stays in host memory.
-    batch = _rows(d, idx, dev)
-    for group in opt.param_groups:
-        group["lr"] = _lr(step, config)
-    # Masks (SpecAugment, token dropping) draw from torch's global
-    # generator: seeded per step so that a resumed run is exact.
-    torch.manual_seed(config.seed * 1_000_003 + step + 1)
-    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
-        loss = _losses(model, batch, torch.arange(len(idx), device=dev), config, step)["loss"]
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-    opt.step()
+    for step in range(first, last):
+        g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+        idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g)
+        yield Step([(step, _rows(d, idx, dev))], lr=learning_rate(step, config))
+
+
+def _step_loss(model: SageEncoder, config: TrainConfig, dev: torch.device) -> Any:
+    """The loss of a planned batch (bfloat16 autocast on CUDA)."""
+
+    def loss(item: tuple[int, dict[str, Any]], _j: int) -> torch.Tensor:
+        step, batch = item
+        model.train()
+        # Masks (SpecAugment, token dropping) draw from torch's global
+        # generator: seeded per step so that a resumed run is exact.
+        torch.manual_seed(config.seed * 1_000_003 + step + 1)
+        local = torch.arange(len(batch["x"]), device=dev)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+            return _losses(model, batch, local, config, step)["loss"]
+
     return loss
 
 
@@ -427,12 +353,12 @@ def train(
     ``until`` stops this run after that many steps in all (the schedule still
     spans ``config.steps``), leaving a checkpoint to resume from. Every
     ``config.log_every`` steps a line goes to ``log`` (default: the
-    ``agl_fast.spatial`` logger at INFO) and a JSON line ``{"step", "loss",
+    ``agl_fast.sage.train`` logger at INFO) and a JSON line ``{"step", "loss",
     "lr", "seconds"}`` is appended to ``out/history.jsonl`` (kept across
     resumes, so the file holds the whole training curve).
     """
     if log is None:
-        log = logging.getLogger("agl_fast.spatial").info
+        log = logging.getLogger("agl_fast.sage.train").info
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -452,7 +378,7 @@ def train(
     )
     step = _load_state(model, opt, state) if state else 0
     history = out / "history.jsonl"
-    _trim_history(history, state, step)
+    trim_history(history, state, step)
 
     def save() -> None:
         write_checkpoint(
@@ -463,17 +389,27 @@ def train(
 
     t0 = time.perf_counter()
     last = min(config.steps, until or config.steps)
-    while step < last:
-        loss = _train_step(model, opt, tr, config, step, dev)
+
+    def on_step(value: float, _planned: Step) -> None:
+        nonlocal step
         step += 1
         if step % config.log_every == 0:
-            value, secs = float(loss.detach()), time.perf_counter() - t0
+            secs = time.perf_counter() - t0
             log(f"step {step} loss {value:.4f} ({secs:.1f} s)")
-            record = {"step": step, "loss": value, "lr": _lr(step - 1, config), "seconds": secs}
+            record = {
+                "step": step,
+                "loss": value,
+                "lr": learning_rate(step - 1, config),
+                "seconds": secs,
+            }
             with open(history, "a") as hist:
                 hist.write(json.dumps(record) + "\n")
         if step % config.checkpoint_every == 0 or step == last:
             save()
+
+    optimiser = Optimiser(opt, model.parameters(), config.grad_clip)
+    run_steps(optimiser, _plan(tr, config, step, last, dev), _step_loss(model, config, dev),
+              device=dev, on_step=on_step)  # fmt: skip
     metrics: dict[str, Any] = {"step": step, "train": evaluate(model, tr, config)}
     test = _test_metrics(model, data, tr["vocab"], mcfg, use_depth, config)
     model = model.cpu()
