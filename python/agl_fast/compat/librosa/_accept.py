@@ -18,7 +18,7 @@ import numpy as np
 from ...exceptions import ParameterError
 from ._errors import HandOver
 
-__all__ = ["count", "flag", "opt_real", "real", "valid_audio"]
+__all__ = ["MAX_TEXT_NUMBER", "count", "flag", "opt_real", "real", "valid_audio"]
 
 
 def flag(value: Any) -> bool:
@@ -27,13 +27,26 @@ def flag(value: Any) -> bool:
     return bool(value)
 
 
+#: Longest text a number parameter may be given as before it is refused
+#: here: librosa multiplies such a value by the sample rate (``offset *
+#: sr_native``), which repeats a string ``sr`` times (1.6 GB and seconds of
+#: work for 100,000 characters at 16 kHz) before ``int`` refuses it.
+MAX_TEXT_NUMBER = 32
+
+
 def real(name: str, value: Any) -> float:
     """A real number (Python's or numpy's, or a 0-d numpy array) as a
-    float; anything else is handed to librosa."""
+    float; text longer than :data:`MAX_TEXT_NUMBER` characters is a
+    :class:`ParameterError`; anything else is handed to librosa."""
     if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
         return float(value.reshape(()))
     if isinstance(value, (numbers.Real, np.bool_)):
         return float(value)
+    if isinstance(value, (str, bytes)) and len(value) > MAX_TEXT_NUMBER:
+        raise ParameterError(
+            f"{name} must be a number, got a {type(value).__name__} of {len(value):,} "
+            "characters (librosa would repeat it once per sample of a second)"
+        )
     raise HandOver(f"{name}={_short(value)} is not a plain number")
 
 
