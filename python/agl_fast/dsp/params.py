@@ -235,6 +235,17 @@ class StftParams(_native.Framing):
         fields = ", ".join(f"{k}={v!r}" for k, v in self.as_kwargs().items())
         return f"StftParams({fields})"
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StftParams):
+            return NotImplemented
+        return self.as_kwargs() == other.as_kwargs()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.as_kwargs().values()))
+
+    def __reduce__(self) -> tuple[type[StftParams], tuple[Any, ...]]:
+        return StftParams, tuple(self.as_kwargs().values())
+
     def as_kwargs(self) -> dict[str, Any]:
         """The parameters as keyword arguments of :func:`agl_fast.dsp.stft.stft`.
 
