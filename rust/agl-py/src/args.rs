@@ -146,11 +146,12 @@ pub struct Framing {
 }
 
 impl Framing {
-    /// The core parameters a kernel runs with.
+    /// The core parameters a kernel runs with: refused while a numpy
+    /// mode is still to be applied to the signal (see `padded`), with the
+    /// core's message naming the modes it applies itself.
     pub fn kernel(&self) -> PyResult<&StftParams> {
         if self.outside {
-            // numpy's modes are applied to the signal first (`padded`)
-            return Err(to_py(PadMode::from_name(&self.pad_mode).unwrap_err()));
+            PadMode::from_name(&self.pad_mode).map_err(to_py)?;
         }
         Ok(&self.params)
     }
