@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import Self, disjoint_base
 
-from .dsp.params import MelParams, StftParams
+from .dsp.params import MelParams
 
 __version__: str
 MAX_SAMPLE_RATE: int
@@ -27,6 +28,7 @@ __all__ = [
     "PRESET_N_FFT",
     "QUALITY_N_FFT",
     "SR_RANGE",
+    "Framing",
     "__version__",
     "acoustic_complexity",
     "bat",
@@ -77,6 +79,37 @@ def default_threads() -> int: ...
 def max_threads() -> int: ...
 
 # --- features -------------------------------------------------------------
+@disjoint_base
+class Framing:
+    NATIVE_PAD_MODES: tuple[str, str]
+    NUMPY_PAD_MODES: list[str]
+    def __new__(
+        cls,
+        n_fft: Any,
+        hop_length: Any,
+        win_length: Any,
+        window: Any,
+        center: Any,
+        pad_mode: Any,
+        coefficients: Any = None,
+    ) -> Self: ...
+    def padded(self) -> Framing: ...
+    def n_frames(self, n_samples: Any) -> int: ...
+    @property
+    def outside_pad(self) -> str | None: ...
+    @property
+    def n_fft(self) -> int: ...
+    @property
+    def hop_length(self) -> int: ...
+    @property
+    def win_length(self) -> int: ...
+    @property
+    def window(self) -> Any: ...
+    @property
+    def center(self) -> bool: ...
+    @property
+    def pad_mode(self) -> str: ...
+
 def check_count(name: str, value: Any) -> int: ...
 def default_hop_length(win_length: int) -> int: ...
 def mel_filterbank(n_fft: int, mel: MelParams) -> npt.NDArray[np.float32]: ...
@@ -84,18 +117,18 @@ def kaldi_mel_filterbank(
     sr: float, n_fft: int, n_mels: int, fmin: float, fmax: float
 ) -> npt.NDArray[np.float32]: ...
 def stft(
-    signals: Any, framing: StftParams, extent: int | None = None, n_threads: int | None = None
+    signals: Any, framing: Framing, extent: int | None = None, n_threads: int | None = None
 ) -> _Out: ...
 def spectrogram(
     signals: Any,
-    framing: StftParams,
+    framing: Framing,
     power: float = 2.0,
     extent: int | None = None,
     n_threads: int | None = None,
 ) -> _Out: ...
 def melspectrogram(
     signals: Any,
-    framing: StftParams,
+    framing: Framing,
     mel: MelParams,
     power: float = 2.0,
     db: Mapping[str, Any] | None = None,
@@ -104,7 +137,7 @@ def melspectrogram(
 ) -> _Out: ...
 def ipd(
     signals: Any,
-    framing: StftParams,
+    framing: Framing,
     mel: MelParams,
     extent: int | None = None,
     n_threads: int | None = None,
@@ -139,14 +172,14 @@ def to_db_f64(
 ) -> npt.NDArray[np.float64]: ...
 def stft_f64(
     rows: npt.NDArray[np.float64] | npt.NDArray[np.float32],
-    framing: StftParams,
+    framing: Framing,
     n_threads: int | None = None,
     single: bool = False,
     frame_major: bool = False,
 ) -> tuple[int, npt.NDArray[np.complexfloating[Any, Any]]]: ...
 def spectrogram_f64(
     rows: npt.NDArray[np.float64] | npt.NDArray[np.float32],
-    framing: StftParams,
+    framing: Framing,
     power: float = 2.0,
     mel: MelParams | None = None,
     n_threads: int | None = None,
@@ -237,7 +270,7 @@ def rms(
 ) -> _Out: ...
 def spectral_flatness(
     signals: Any,
-    framing: StftParams,
+    framing: Framing,
     amin: float = 1e-10,
     power: float = 2.0,
     extent: int | None = None,

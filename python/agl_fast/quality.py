@@ -38,7 +38,7 @@ from . import _native
 from ._internal.args import array, real
 from ._internal.batch import Output, prepare_mono, run
 from ._internal.config import resolve_threads
-from .dsp.params import CENTER, N_FFT, PAD_MODE, WINDOW
+from .dsp.params import CENTER, N_FFT, PAD_MODE, WINDOW, StftParams
 from .exceptions import ParameterError, ShapeError
 from .quality_filters import (
     DEFAULT_THRESHOLDS,
@@ -393,16 +393,17 @@ def spectral_flatness(
     -------
     np.ndarray [shape=(..., 1, t), dtype=float32]
     """
-    from .dsp.stft import framing, pad_outside
+    from .dsp.stft import pad_signal
 
-    y, center, pad_mode = pad_outside(y, n_fft, center, pad_mode)
+    frame: _native.Framing = StftParams(n_fft, hop_length, win_length, window, center, pad_mode)
+    y, frame = pad_signal(y, frame)
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
     return run(
         _native.spectral_flatness,
         prep,
         lambda t: (1, t),
         output,
-        framing=framing(n_fft, hop_length, win_length, window, center, pad_mode),
+        framing=frame,
         amin=real("amin", amin),
         power=real("power", power),
         n_threads=resolve_threads(n_threads),

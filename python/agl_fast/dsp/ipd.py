@@ -7,8 +7,7 @@ from typing import Any
 from .. import _native
 from .._internal.batch import Output, prepare_stereo, run
 from .._internal.config import resolve_threads
-from .params import CENTER, MEL_NORM, N_MELS, WINDOW, MelParams
-from .stft import Window, framing
+from .params import CENTER, MEL_NORM, N_MELS, WINDOW, MelParams, StftParams, Window
 
 __all__ = ["ipd_features"]
 
@@ -52,7 +51,7 @@ def ipd_features(
         Channel 0 is cos, channel 1 is sin.
     """
     mel = MelParams(sr=sr, n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm)
-    frame = framing(n_fft, hop_length, win_length, window, center, pad_mode)
+    frame = StftParams(n_fft, hop_length, win_length, window, center, pad_mode)
     prep = prepare_stereo(y, allow_copy=allow_copy)
     return run(
         _native.ipd,

@@ -13,8 +13,8 @@ from .._internal.batch import Output, prepare_mono, run
 from .._internal.config import resolve_threads
 from ..exceptions import ParameterError, ShapeError
 from .db import resolve_db_ref
-from .params import CENTER, MEL_NORM, N_FFT, N_MELS, PAD_MODE, WINDOW, MelParams
-from .stft import Window, framing, is_double, pad_outside, spectrogram_double
+from .params import CENTER, MEL_NORM, N_FFT, N_MELS, PAD_MODE, WINDOW, MelParams, StftParams
+from .stft import Window, is_double, pad_signal, spectrogram_double
 
 __all__ = ["kaldi_mel_filterbank", "logmel", "mel_filterbank", "melspectrogram"]
 
@@ -89,22 +89,21 @@ def _mel_native(
     allow_copy: bool,
     output: Output,
     n_threads: int | None,
-    frame: dict[str, Any],
+    frame: _native.Framing,
     mel: MelParams,
     power: float,
     db: dict[str, Any] | None = None,
 ) -> Any:
     """One native mel-spectrogram call (in dB when ``db`` is given) shared
     by :func:`melspectrogram` and :func:`logmel`."""
-    y, center, pad_mode = pad_outside(y, frame["n_fft"], frame["center"], frame["pad_mode"])
+    y, frame = pad_signal(y, frame)
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
-    framed = framing(**{**frame, "center": center, "pad_mode": pad_mode})
     return run(
         _native.melspectrogram,
         prep,
         lambda t: (mel.n_mels, t),
         output,
-        framing=framed,
+        framing=frame,
         mel=mel,
         power=real("power", power),
         db=db,
@@ -156,14 +155,6 @@ def melspectrogram(
         float64 for a float64 numpy array (librosa: float64 spectrogram, float32 basis).
     """
     mel: dict[str, Any] = {"n_mels": n_mels, "fmin": fmin, "fmax": fmax, "htk": htk, "norm": norm}
-    frame: dict[str, Any] = {
-        "n_fft": n_fft,
-        "hop_length": hop_length,
-        "win_length": win_length,
-        "window": window,
-        "center": center,
-        "pad_mode": pad_mode,
-    }
     if S is not None:
         S = array("S", S)
         if S.ndim < 2:
@@ -172,10 +163,11 @@ def melspectrogram(
         return np.einsum("...ft,mf->...mt", S, basis, optimize=True)
     if y is None:
         raise ParameterError("melspectrogram needs audio y or a spectrogram S")
+    frame: _native.Framing = StftParams(n_fft, hop_length, win_length, window, center, pad_mode)
     if is_double(y) and isinstance(output, str) and output in ("auto", "numpy"):
         # librosa's float64 path: a float64 power spectrogram projected on
         # the float32 mel basis, here in one double-precision pass.
-        y, frame["center"], frame["pad_mode"] = pad_outside(y, n_fft, center, pad_mode)
+        y, frame = pad_signal(y, frame)
         return spectrogram_double(
             y, frame, power, n_threads, allow_copy, mel=MelParams(sr=sr, **mel)
         )
@@ -217,14 +209,7 @@ def logmel(
     np.ndarray [shape=(..., n_mels, t), dtype=float32]
         Decibels.
     """
-    frame = {
-        "n_fft": n_fft,
-        "hop_length": hop_length,
-        "win_length": win_length,
-        "window": window,
-        "center": center,
-        "pad_mode": pad_mode,
-    }
+    frame = StftParams(n_fft, hop_length, win_length, window, center, pad_mode)
     mel = MelParams(sr=sr, n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm)
     db = {
         "db_ref": resolve_db_ref(ref),

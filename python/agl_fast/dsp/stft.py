@@ -4,26 +4,28 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .. import _native
-from .._internal.args import count, flag, real, text
+from .._internal.args import flag, real, text
 from .._internal.batch import Output, check_output, is_arrow, prepare_mono, run
 from .._internal.config import resolve_threads
 from ..exceptions import ParameterError, ShapeError
 from .params import (
     CENTER,
     N_FFT,
+    NATIVE_PAD_MODES,
+    NATIVE_WINDOWS,
+    NUMPY_PAD_MODES,
     PAD_MODE,
+    REFUSED_PAD_MODES,
     WINDOW,
     MelParams,
     StftParams,
-    default_hop_length,
+    Window,
+    resolve_window,
 )
 
 __all__ = [
@@ -32,10 +34,10 @@ __all__ = [
     "NUMPY_PAD_MODES",
     "REFUSED_PAD_MODES",
     "Window",
-    "framing",
     "is_double",
     "n_frames",
     "pad_outside",
+    "pad_signal",
     "resolve_window",
     "spectrogram",
     "spectrogram_double",
@@ -43,84 +45,6 @@ __all__ = [
     "stft_double",
     "window_length",
 ]
-
-Window = str | tuple[Any, ...] | Callable[[int], Any] | np.ndarray
-
-# Window names the Rust core computes itself (periodic unless "_symmetric").
-NATIVE_WINDOWS = frozenset(
-    {
-        "hann",
-        "hann_periodic",
-        "hanning",
-        "hann_symmetric",
-        "hamming",
-        "hamming_periodic",
-        "hamming_symmetric",
-        "rectangular",
-        "boxcar",
-        "rect",
-        "ones",
-        "box",
-    }
-)
-# Padding the Rust core applies itself when ``center``; the other numpy.pad
-# modes librosa allows are applied here before the transform.
-NATIVE_PAD_MODES = ("constant", "reflect")
-NUMPY_PAD_MODES = ("edge", "linear_ramp", "symmetric", "empty")
-# numpy.pad modes that librosa refuses for the STFT (they look at the whole
-# signal, not at the frame being padded).
-REFUSED_PAD_MODES = ("wrap", "maximum", "mean", "median", "minimum")
-
-
-def resolve_window(window: Window, length: int | None = None, dtype: Any = np.float32) -> Any:
-    """A window as the core takes it: a native name or float32 coefficients.
-
-    Other names and ``(name, parameter)`` tuples go through
-    ``scipy.signal.get_window(window, length, fftbins=True)`` (periodic, as
-    librosa); a callable is called with ``length``.
-    """
-    if isinstance(window, str) and window in NATIVE_WINDOWS:
-        return window
-    if isinstance(window, (str, tuple)) or (
-        isinstance(window, (int, float)) and not isinstance(window, bool)
-    ):
-        if length is None:
-            raise ParameterError(f"window={window!r} needs a window length")
-        if isinstance(window, (int, float)) and not math.isfinite(window):
-            raise ParameterError(f"window={window!r} (a Kaiser beta) must be finite")
-        try:
-            from scipy.signal import get_window
-        except ImportError as exc:  # pragma: no cover - scipy is installed with the tests
-            raise ParameterError(
-                f"window={window!r} is not one of the native windows "
-                f"({', '.join(sorted(NATIVE_WINDOWS))}) and scipy is not installed"
-            ) from exc
-        try:
-            coefficients = get_window(window, length, fftbins=True)
-        except (ValueError, TypeError, IndexError, KeyError) as exc:
-            raise ParameterError(f"window={window!r} is not a known window: {exc}") from exc
-        return _finite_window(np.ascontiguousarray(coefficients, dtype=dtype), window)
-    if callable(window):
-        if length is None:
-            raise ParameterError("a window function needs a window length")
-        window = window(length)
-    try:
-        w = np.ascontiguousarray(np.asarray(window, dtype=dtype))
-    except (TypeError, ValueError) as exc:
-        raise ParameterError(
-            f"window must be a name, a tuple, a function or an array: {exc}"
-        ) from exc
-    if w.ndim != 1:
-        raise ParameterError(f"window array must be 1-D, got shape {w.shape}")
-    if length is not None and w.shape[0] != length:
-        raise ParameterError(f"window size mismatch: {w.shape[0]} != {length}")
-    return _finite_window(w, "array")
-
-
-def _finite_window(w: Any, what: Any) -> Any:
-    if not np.isfinite(w).all():
-        raise ParameterError(f"window={what!r} has non-finite coefficients")
-    return w
 
 
 def window_length(n_fft: Any, win_length: Any) -> int | None:
@@ -131,47 +55,11 @@ def window_length(n_fft: Any, win_length: Any) -> int | None:
     return None
 
 
-def framing(
-    n_fft: Any,
-    hop_length: Any,
-    win_length: Any,
-    window: Window,
-    center: Any,
-    pad_mode: Any,
-    *,
-    dtype: Any = np.float32,
-) -> StftParams:
-    """The framing a native kernel takes: validated once, defaults resolved,
-    the window a native name or ``dtype`` coefficients of ``win_length``.
-
-    Parameters
-    ----------
-    n_fft, hop_length, win_length, window, center, pad_mode
-        As in :func:`stft`.
-    dtype : np.dtype
-        Type of computed window coefficients (float32, or float64 for the
-        double-precision path).
-
-    Returns
-    -------
-    StftParams
-        The resolved parameters.
-    """
-    p = StftParams(
-        n_fft=n_fft,
-        hop_length=hop_length,
-        win_length=win_length,
-        window=window,
-        center=center,
-        pad_mode=pad_mode,
-    )
-    return dataclasses.replace(p, window=resolve_window(window, p.win_length, dtype=dtype))
-
-
 def pad_outside(y: Any, n_fft: Any, center: bool, pad_mode: str) -> tuple[Any, bool, str]:
     """Apply a numpy.pad mode the core lacks: ``(y, center, pad_mode)`` for
-    the native call. ``center`` and ``pad_mode`` are checked here, for
-    every STFT-based function."""
+    the native call of a frame-wise function that takes no
+    :class:`StftParams` (``rms``); ``center`` and ``pad_mode`` are checked
+    here. A framing is padded by :func:`pad_signal`."""
     if n_fft is None:
         raise ParameterError("n_fft must be a positive integer, got None")
     center = flag("center", center)
@@ -194,6 +82,36 @@ def pad_outside(y: Any, n_fft: Any, center: bool, pad_mode: str) -> tuple[Any, b
     return np.pad(y, widths, mode=pad_mode), False, "constant"  # type: ignore[call-overload]
 
 
+def pad_signal(y: Any, frame: _native.Framing) -> tuple[Any, _native.Framing]:
+    """Pad ``y`` by the numpy mode of ``frame`` (``frame.outside_pad``),
+    which the core does not apply: ``(y, frame)`` for the native call, the
+    signal padded by ``n_fft // 2`` samples at both ends and the framing
+    then not centred; unchanged where the core pads.
+
+    Parameters
+    ----------
+    y : np.ndarray [shape=(..., n)] or any audio input
+        Audio; a numpy mode needs a numpy array.
+    frame : StftParams
+        The framing (or one :func:`pad_signal` gave).
+
+    Returns
+    -------
+    tuple of (np.ndarray [shape=(..., n + 2 * (n_fft // 2))], _native.Framing)
+        The padded signal and the framing of the native call.
+    """
+    mode = frame.outside_pad
+    if mode is None:
+        return y, frame
+    if not isinstance(y, np.ndarray):
+        raise ParameterError(f"pad_mode={mode!r} needs a numpy array input")
+    if y.size == 0:
+        raise ShapeError(f"input signal is empty (shape {y.shape})")
+    half = frame.n_fft // 2
+    widths = [(0, 0)] * (y.ndim - 1) + [(half, half)]
+    return np.pad(y, widths, mode=mode), frame.padded()  # type: ignore[call-overload]
+
+
 def n_frames(
     n_samples: int, *, n_fft: int = N_FFT, hop_length: int | None = None, center: bool = CENTER
 ) -> int:
@@ -211,20 +129,7 @@ def n_frames(
     int
         ``1 + (n_samples + 2 * (n_fft // 2) * center - n_fft) // hop_length``.
     """
-    n_samples = count("n_samples", n_samples)
-    n_fft = count("n_fft", n_fft)
-    center = flag("center", center)
-    hop = default_hop_length(
-        n_fft, None, count("hop_length", hop_length) if hop_length is not None else None
-    )
-    if hop < 1:
-        raise ParameterError(
-            f"hop_length must be a positive integer, got the default n_fft // 4 = {hop}"
-        )
-    padded = n_samples + (2 * (n_fft // 2) if center else 0)
-    if n_samples < 1 or padded < n_fft:
-        raise ShapeError(f"n_fft={n_fft} is too large for an input signal of length={n_samples}")
-    return 1 + (padded - n_fft) // hop
+    return StftParams(n_fft, hop_length, center=center).n_frames(n_samples)
 
 
 def is_double(y: Any) -> bool:
@@ -246,12 +151,7 @@ def _double_rows(y: np.ndarray, allow_copy: bool) -> np.ndarray:
 
 def stft_double(
     y: np.ndarray,
-    n_fft: Any,
-    hop_length: Any,
-    win_length: Any,
-    window: Window,
-    center: bool,
-    pad_mode: str,
+    frame: _native.Framing,
     n_threads: int | None,
     allow_copy: bool = True,
     single: bool = False,
@@ -260,11 +160,11 @@ def stft_double(
     precision, as librosa does for float64 input (and for float32 input,
     which ``y`` may also be: its samples are widened exactly); complex128, or with
     ``single`` complex64 (the double-precision result rounded once, as
-    librosa's for float32 input)."""
+    librosa's for float32 input). ``y`` is already padded by
+    :func:`pad_signal`."""
     rows = _double_rows(y, allow_copy)
-    frame = framing(n_fft, hop_length, win_length, window, center, pad_mode, dtype=np.float64)
     n_t, data = _native.stft_f64(rows, frame, resolve_threads(n_threads), single, frame_major=True)
-    return _frame_major(data, y.shape[:-1], int(n_fft) // 2 + 1, n_t)
+    return _frame_major(data, y.shape[:-1], frame.n_fft // 2 + 1, n_t)
 
 
 def _frame_major(data: np.ndarray, lead: tuple[int, ...], width: int, n_t: int) -> np.ndarray:
@@ -277,7 +177,7 @@ def _frame_major(data: np.ndarray, lead: tuple[int, ...], width: int, n_t: int) 
 
 def spectrogram_double(
     y: np.ndarray,
-    frame: dict[str, Any],
+    frame: _native.Framing,
     power: float,
     n_threads: int | None,
     allow_copy: bool = True,
@@ -287,14 +187,13 @@ def spectrogram_double(
     its projection on the mel filterbank ``mel`` ``[..., n_mels, t]``: one
     pass in double precision, the power (``re**2 + im**2``, then the
     exponent ``power / 2``) and the mel product formed frame by frame.
-    ``frame`` holds the arguments of :func:`framing`."""
+    ``y`` is already padded by :func:`pad_signal`."""
     rows = _double_rows(y, allow_copy)
-    params = framing(**frame, dtype=np.float64)
     # The power spectrogram keeps the STFT's frame-major layout (as
     # librosa's ``np.abs(stft) ** power`` does); a mel projection is
     # written in C order, as librosa's.
     n_t, data = _native.spectrogram_f64(
-        rows, params, real("power", power), mel, resolve_threads(n_threads), frame_major=mel is None
+        rows, frame, real("power", power), mel, resolve_threads(n_threads), frame_major=mel is None
     )
     width = data.size // (n_t * rows.shape[0])  # 1 + n_fft // 2, or n_mels
     if mel is None:
@@ -373,18 +272,18 @@ def stft(
     (513, 87)
     """
     output = _complex_output(y, output, refuse_arrow=True)
-    y, center, pad_mode = pad_outside(y, n_fft, center, pad_mode)
+    frame: _native.Framing = StftParams(n_fft, hop_length, win_length, window, center, pad_mode)
+    y, frame = pad_signal(y, frame)
     if is_double(y) and isinstance(output, str) and output in ("auto", "numpy"):
-        return stft_double(
-            y, n_fft, hop_length, win_length, window, center, pad_mode, n_threads, allow_copy
-        )
+        return stft_double(y, frame, n_threads, allow_copy)
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
+    width = frame.n_fft // 2 + 1
     return run(
         _native.stft,
         prep,
-        lambda t: (n_fft // 2 + 1, t),
+        lambda t: (width, t),
         output,
-        framing=framing(n_fft, hop_length, win_length, window, center, pad_mode),
+        framing=frame,
         n_threads=resolve_threads(n_threads),
     )
 
@@ -413,24 +312,18 @@ def spectrogram(
         float64 (computed in double precision) for a float64 numpy array.
     """
     output = _complex_output(y, output)
-    y, center, pad_mode = pad_outside(y, n_fft, center, pad_mode)
+    frame: _native.Framing = StftParams(n_fft, hop_length, win_length, window, center, pad_mode)
+    y, frame = pad_signal(y, frame)
     if is_double(y) and isinstance(output, str) and output in ("auto", "numpy"):
-        frame = {
-            "n_fft": n_fft,
-            "hop_length": hop_length,
-            "win_length": win_length,
-            "window": window,
-            "center": center,
-            "pad_mode": pad_mode,
-        }
         return spectrogram_double(y, frame, power, n_threads, allow_copy)
     prep = prepare_mono(y, allow_copy=allow_copy, allow_nd=True)
+    width = frame.n_fft // 2 + 1
     return run(
         _native.spectrogram,
         prep,
-        lambda t: (n_fft // 2 + 1, t),
+        lambda t: (width, t),
         output,
-        framing=framing(n_fft, hop_length, win_length, window, center, pad_mode),
+        framing=frame,
         power=real("power", power),
         n_threads=resolve_threads(n_threads),
     )

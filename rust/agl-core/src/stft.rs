@@ -71,6 +71,39 @@ impl StftParams {
         }
     }
 
+    /// librosa's framing, its dependent defaults resolved and the whole
+    /// checked: `win_length` `None` is `n_fft`, `hop_length` `None` is
+    /// `win_length / 4` ([`default_hop_length`]), which must then be at
+    /// least 1.
+    pub fn resolve(
+        n_fft: usize,
+        hop_length: Option<usize>,
+        win_length: Option<usize>,
+        window: Window,
+        center: bool,
+        pad_mode: PadMode,
+    ) -> Result<Self> {
+        let win_length = win_length.unwrap_or(n_fft);
+        let default_hop = default_hop_length(win_length);
+        let p = StftParams {
+            n_fft,
+            hop_length: hop_length.unwrap_or(default_hop.max(1)),
+            win_length,
+            window,
+            center,
+            pad_mode,
+        };
+        p.validate()?;
+        if hop_length.is_none() && default_hop == 0 {
+            return Err(AglError::param(
+                "hop_length",
+                format!("{default_hop} (win_length // 4)"),
+                "must be a positive integer",
+            ));
+        }
+        Ok(p)
+    }
+
     pub fn validate(&self) -> Result<()> {
         if self.n_fft == 0 {
             return Err(AglError::param("n_fft", self.n_fft, "must be > 0"));
@@ -924,6 +957,27 @@ mod tests {
         p.center = false;
         assert_eq!(p.n_frames(22050).unwrap(), 40);
         assert!(p.n_frames(100).is_err());
+    }
+
+    #[test]
+    fn resolve_takes_librosa_defaults_and_checks_them() {
+        let hann = || Window::Hann { periodic: true };
+        let p = StftParams::resolve(1024, None, Some(400), hann(), true, PadMode::Constant);
+        let p = p.unwrap();
+        assert_eq!((p.win_length, p.hop_length), (400, 100));
+        let tiny = StftParams::resolve(2, None, None, hann(), true, PadMode::Constant);
+        let msg = tiny.unwrap_err().to_string();
+        assert_eq!(
+            msg,
+            "hop_length must be a positive integer, got hop_length=0 (win_length // 4)"
+        );
+        let wide = StftParams::resolve(512, None, Some(800), hann(), true, PadMode::Constant);
+        assert!(wide
+            .unwrap_err()
+            .to_string()
+            .starts_with("n_fft must be >= win_length"));
+        let huge = StftParams::resolve(MAX_N_FFT + 1, None, None, hann(), true, PadMode::Constant);
+        assert!(huge.is_err());
     }
 
     #[test]

@@ -102,39 +102,225 @@ pub fn window(window: &Bound<'_, PyAny>) -> PyResult<Window> {
     Ok(Window::Custom(arr.as_array().to_vec()))
 }
 
-/// The framing of a short-time transform as `agl_fast.dsp.StftParams`
-/// hands it over: an object with its attributes, the defaults that depend
-/// on other parameters (`win_length`, `hop_length`) already resolved there
-/// by the one rule (`default_hop_length`).
-#[derive(FromPyObject)]
-pub struct Framing<'py> {
-    pub n_fft: Bound<'py, PyAny>,
-    pub hop_length: Bound<'py, PyAny>,
-    pub win_length: Bound<'py, PyAny>,
-    pub window: Bound<'py, PyAny>,
-    pub center: bool,
-    pub pad_mode: String,
+/// Padding modes numpy applies to the signal before a centred transform
+/// (the core pads with `constant` and `reflect` itself).
+pub const NUMPY_PAD_MODES: [&str; 4] = ["edge", "linear_ramp", "symmetric", "empty"];
+
+/// A flag: `True`/`False` or a numpy bool, never a truth-tested value.
+fn flag(name: &str, v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if is_bool(v) {
+        return v.is_truthy();
+    }
+    Err(param_err(format!(
+        "{name} must be True or False, got {name}={}",
+        show(v)
+    )))
 }
 
-impl Framing<'_> {
-    /// Validated core parameters with the framing's own window (a name or
-    /// float32 coefficients).
-    pub fn params(&self) -> PyResult<StftParams> {
-        self.params_with(window(&self.window)?)
+/// A `repr` for messages, cut after 80 characters.
+fn show(v: &Bound<'_, PyAny>) -> String {
+    let r = repr(v);
+    match r.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}... ({} characters)", &r[..cut], r.chars().count()),
+        None => r,
+    }
+}
+
+/// The framing of a short-time transform, built once from the Python
+/// values (`agl_fast.dsp.StftParams` is its public face, which resolves
+/// librosa's keywords) and checked once, by the core's
+/// [`StftParams::resolve`]. The kernels borrow it as it is.
+#[pyclass(frozen, subclass, module = "agl_fast._native")]
+pub struct Framing {
+    params: StftParams,
+    /// The window as given (a name, a tuple, a function or an array).
+    window: Py<PyAny>,
+    /// A computed window's coefficients in double precision.
+    coefficients: Option<Vec<f64>>,
+    /// The padding mode as given.
+    pad_mode: String,
+    /// Whether numpy pads the signal (`center` and a mode of
+    /// [`NUMPY_PAD_MODES`]): the kernels refuse the framing until
+    /// [`Framing::padded`] stands for it.
+    outside: bool,
+}
+
+impl Framing {
+    /// The core parameters a kernel runs with: refused while a numpy
+    /// mode is still to be applied to the signal (see `padded`), with the
+    /// core's message naming the modes it applies itself.
+    pub fn kernel(&self) -> PyResult<&StftParams> {
+        if self.outside {
+            PadMode::from_name(&self.pad_mode).map_err(to_py)?;
+        }
+        Ok(&self.params)
     }
 
-    /// Validated core parameters with `window` in place of the framing's.
-    pub fn params_with(&self, window: Window) -> PyResult<StftParams> {
-        let p = StftParams {
-            n_fft: count("n_fft", &self.n_fft)?,
-            hop_length: count("hop_length", &self.hop_length)?,
-            win_length: count("win_length", &self.win_length)?,
-            window,
-            center: self.center,
-            pad_mode: PadMode::from_name(&self.pad_mode).map_err(to_py)?,
+    /// The window of the float64 transform: the computed coefficients, or
+    /// the named window in double precision.
+    pub fn window_f64(&self) -> PyResult<Vec<f64>> {
+        match &self.coefficients {
+            Some(w) => Ok(w.clone()),
+            None => (self.params.window)
+                .coefficients_f64(self.params.win_length)
+                .map_err(to_py),
+        }
+    }
+}
+
+/// `pad_mode`: the mode the core applies, and whether numpy applies it.
+fn pad_mode(v: &Bound<'_, PyAny>) -> PyResult<(String, PadMode, bool)> {
+    let Ok(name) = v.extract::<String>() else {
+        return Err(param_err(format!(
+            "pad_mode must be a string, got pad_mode={}",
+            show(v)
+        )));
+    };
+    if let Ok(mode) = PadMode::from_name(&name) {
+        return Ok((name, mode, false));
+    }
+    if NUMPY_PAD_MODES.contains(&name.as_str()) {
+        return Ok((name, PadMode::Constant, true));
+    }
+    Err(param_err(format!(
+        "pad_mode={} is not supported for the STFT; use one of constant, reflect, {}",
+        show(v),
+        NUMPY_PAD_MODES.join(", ")
+    )))
+}
+
+/// `coefficients(win_length)`: a 1-D float64 array of `win_length`
+/// values, kept as they are for the float64 transform and rounded once for
+/// the float32 one.
+fn computed_window(f: &Bound<'_, PyAny>, length: usize) -> PyResult<(Window, Vec<f64>)> {
+    let arr: PyReadonlyArray1<f64> = f
+        .call1((length,))?
+        .extract()
+        .map_err(|_| param_err("window coefficients must be a 1-D float64 array"))?;
+    let w = arr.as_array().to_vec();
+    if w.len() != length {
+        return Err(param_err(format!(
+            "window size mismatch: {} != {length}",
+            w.len()
+        )));
+    }
+    let single: Vec<f32> = w.iter().map(|&x| x as f32).collect();
+    if !single.iter().all(|x| x.is_finite()) {
+        return Err(param_err("window has coefficients beyond float32's range"));
+    }
+    Ok((Window::Custom(single), w))
+}
+
+#[pymethods]
+impl Framing {
+    /// `window` is a window name the core computes, or, with
+    /// `coefficients`, anything: `coefficients(win_length)` then gives its
+    /// float64 values once the lengths are checked.
+    #[new]
+    #[pyo3(signature = (n_fft, hop_length, win_length, window, center, pad_mode, coefficients=None))]
+    fn new(
+        n_fft: &Bound<'_, PyAny>,
+        hop_length: &Bound<'_, PyAny>,
+        win_length: &Bound<'_, PyAny>,
+        window: &Bound<'_, PyAny>,
+        center: &Bound<'_, PyAny>,
+        pad_mode: &Bound<'_, PyAny>,
+        coefficients: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let n = count("n_fft", n_fft)?;
+        let hop = opt_count("hop_length", Some(hop_length))?;
+        let win = opt_count("win_length", Some(win_length))?;
+        let centred = flag("center", center)?;
+        let (mode_name, mode, numpy_mode) = self::pad_mode(pad_mode)?;
+        let named = match coefficients {
+            None => self::window(window)?,
+            Some(_) => Window::Rectangular,
         };
-        p.validate().map_err(to_py)?;
-        Ok(p)
+        let mut params = StftParams::resolve(n, hop, win, named, centred, mode).map_err(to_py)?;
+        let computed = match coefficients {
+            None => None,
+            Some(f) => {
+                let (w, w64) = computed_window(f, params.win_length)?;
+                params.window = w;
+                Some(w64)
+            }
+        };
+        Ok(Framing {
+            params,
+            window: window.clone().unbind(),
+            coefficients: computed,
+            pad_mode: mode_name,
+            outside: centred && numpy_mode,
+        })
+    }
+
+    /// The framing of the signal once numpy has padded it: not centred,
+    /// nothing more to pad.
+    fn padded(&self, py: Python<'_>) -> Self {
+        let mut params = self.params.clone();
+        params.center = false;
+        params.pad_mode = PadMode::Constant;
+        Framing {
+            params,
+            window: self.window.clone_ref(py),
+            coefficients: self.coefficients.clone(),
+            pad_mode: "constant".to_string(),
+            outside: false,
+        }
+    }
+
+    /// The numpy mode to pad the signal with before the transform, if any.
+    #[getter]
+    fn outside_pad(&self) -> Option<&str> {
+        self.outside.then_some(self.pad_mode.as_str())
+    }
+
+    /// Frames of a signal of `n_samples` samples (librosa's count).
+    fn n_frames(&self, n_samples: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let len = count("n_samples", n_samples)?;
+        self.params.n_frames(len).map_err(to_py)
+    }
+
+    #[getter]
+    fn n_fft(&self) -> usize {
+        self.params.n_fft
+    }
+
+    #[getter]
+    fn hop_length(&self) -> usize {
+        self.params.hop_length
+    }
+
+    #[getter]
+    fn win_length(&self) -> usize {
+        self.params.win_length
+    }
+
+    #[getter]
+    fn window(&self, py: Python<'_>) -> Py<PyAny> {
+        self.window.clone_ref(py)
+    }
+
+    #[getter]
+    fn center(&self) -> bool {
+        self.params.center
+    }
+
+    #[getter]
+    fn pad_mode(&self) -> &str {
+        &self.pad_mode
+    }
+
+    #[classattr]
+    #[pyo3(name = "NATIVE_PAD_MODES")]
+    fn native_pad_modes() -> (&'static str, &'static str) {
+        ("constant", "reflect")
+    }
+
+    #[classattr]
+    #[pyo3(name = "NUMPY_PAD_MODES")]
+    fn numpy_pad_modes() -> [&'static str; 4] {
+        NUMPY_PAD_MODES
     }
 }
 

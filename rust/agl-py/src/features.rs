@@ -16,8 +16,7 @@ use agl_core::stft64::{
 };
 use num_complex::Complex32;
 use numpy::{
-    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
-    PyUntypedArrayMethods,
+    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
 
@@ -80,17 +79,17 @@ pub fn kaldi_mel_filterbank<'py>(
 #[pyo3(signature = (signals, framing, extent=None, n_threads=None))]
 pub fn stft<'py>(
     signals: &Bound<'py, PyAny>,
-    framing: args::Framing<'py>,
+    framing: &Bound<'py, args::Framing>,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Out<'py, Complex32>> {
     let py = signals.py();
     let n_threads = args::threads(n_threads)?;
-    let p = framing.params()?;
+    let p = framing.get().kernel()?;
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
-    let o = gateway::run(py, work, |c| stft_batch(&items, &p, extent, n_threads, c))?;
+    let o = gateway::run(py, work, |c| stft_batch(&items, p, extent, n_threads, c))?;
     Ok(out(py, o))
 }
 
@@ -99,7 +98,7 @@ pub fn stft<'py>(
 #[pyo3(signature = (signals, framing, power=2.0, extent=None, n_threads=None))]
 pub fn spectrogram<'py>(
     signals: &Bound<'py, PyAny>,
-    framing: args::Framing<'py>,
+    framing: &Bound<'py, args::Framing>,
     power: f32,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
@@ -107,12 +106,12 @@ pub fn spectrogram<'py>(
     let py = signals.py();
     let n_threads = args::threads(n_threads)?;
     args::positive("power", f64::from(power))?;
-    let p = framing.params()?;
+    let p = framing.get().kernel()?;
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
     let o = gateway::run(py, work, |c| {
-        spectrogram_batch(&items, &p, power, extent, n_threads, c)
+        spectrogram_batch(&items, p, power, extent, n_threads, c)
     })?;
     Ok(out(py, o))
 }
@@ -123,7 +122,7 @@ pub fn spectrogram<'py>(
 #[pyo3(signature = (signals, framing, mel, power=2.0, db=None, extent=None, n_threads=None))]
 pub fn melspectrogram<'py>(
     signals: &Bound<'py, PyAny>,
-    framing: args::Framing<'py>,
+    framing: &Bound<'py, args::Framing>,
     mel: args::MelArgs<'py>,
     power: f32,
     db: Option<args::DbArgs>,
@@ -133,7 +132,7 @@ pub fn melspectrogram<'py>(
     let py = signals.py();
     let n_threads = args::threads(n_threads)?;
     args::positive("power", f64::from(power))?;
-    let p = framing.params()?;
+    let p = framing.get().kernel()?;
     let bank = mel.bank(p.n_fft)?;
     let db = db.map(|d| d.params()).transpose()?;
     let batch = MonoBatch::extract(signals)?;
@@ -145,7 +144,7 @@ pub fn melspectrogram<'py>(
             n_threads,
             cancel: c,
         };
-        melspectrogram_batch(&items, &p, power, &bank, db.as_ref(), run)
+        melspectrogram_batch(&items, p, power, &bank, db.as_ref(), run)
     })?;
     Ok(out(py, o))
 }
@@ -155,20 +154,20 @@ pub fn melspectrogram<'py>(
 #[pyo3(signature = (signals, framing, mel, extent=None, n_threads=None))]
 pub fn ipd<'py>(
     signals: &Bound<'py, PyAny>,
-    framing: args::Framing<'py>,
+    framing: &Bound<'py, args::Framing>,
     mel: args::MelArgs<'py>,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Out<'py, f32>> {
     let py = signals.py();
     let n_threads = args::threads(n_threads)?;
-    let p = framing.params()?;
+    let p = framing.get().kernel()?;
     let bank = mel.bank(p.n_fft)?;
     let batch = StereoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = 2 * total_samples(&items, |x| x.0.len());
     let o = gateway::run(py, work, |c| {
-        ipd_batch(&items, &p, &bank, extent, n_threads, c)
+        ipd_batch(&items, p, &bank, extent, n_threads, c)
     })?;
     Ok(out(py, o))
 }
@@ -378,30 +377,13 @@ pub fn to_db_f64<'py>(
     Ok(out)
 }
 
-/// The STFT parameters and window of a float64 call: `framing.window` is a
-/// name or a 1-D float64 array of `win_length` coefficients (checked by
-/// shape; the framing is then validated with a rectangular stand-in).
-fn f64_framing(framing: &args::Framing<'_>) -> PyResult<(StftParams, Vec<f64>)> {
-    let window = &framing.window;
-    if window.extract::<String>().is_ok() {
-        let p = framing.params()?;
-        let w = p.window.coefficients_f64(p.win_length).map_err(to_py)?;
-        return Ok((p, w));
-    }
-    let p = framing.params_with(agl_core::window::Window::Rectangular)?;
-    let arr: PyReadonlyArray1<f64> = window
-        .extract()
-        .map_err(|_| param_err("window must be a name or a 1-D float64 array"))?;
-    Ok((p, arr.as_array().to_vec()))
-}
-
 /// The float64 STFT of `rows` `[items, n]` (float64, or float32 widened
 /// sample by sample) through `sink`, into a new numpy array: `(frames,
 /// data)`, `data` `[items * width * frames]` in librosa's `[items, width,
 /// frames]` order, or `[items, frames, width]` with [`Layout::Frames`].
 fn run_f64<'py, S>(
     rows: &Bound<'py, PyAny>,
-    framing: &args::Framing<'py>,
+    framing: &args::Framing,
     n_threads: Option<usize>,
     layout: Layout,
     sink: impl FnOnce(&StftParams) -> PyResult<S>,
@@ -431,7 +413,7 @@ fn layout_of(frame_major: bool) -> Layout {
 /// [`run_f64`] on rows of one sample type.
 fn run_rows<'py, S, X>(
     rows: PyReadonlyArray2<'py, X>,
-    framing: &args::Framing<'py>,
+    framing: &args::Framing,
     n_threads: Option<usize>,
     layout: Layout,
     sink: impl FnOnce(&StftParams) -> PyResult<S>,
@@ -442,8 +424,8 @@ where
     X: Sample + numpy::Element,
 {
     let py = rows.py();
-    let (p, w) = f64_framing(framing)?;
-    let sink = sink(&p)?;
+    let (p, w) = (framing.kernel()?, framing.window_f64()?);
+    let sink = sink(p)?;
     let view = rows.as_array();
     let width = view.ncols().max(1);
     // The caller's C-contiguous rows are read in place (copied only if not).
@@ -461,7 +443,7 @@ where
         flat.chunks(width).collect()
     };
     let work = view.len();
-    let total = stft_f64_sink_len(&slices, &p, sink.width(p.n_freqs())).map_err(to_py)?;
+    let total = stft_f64_sink_len(&slices, p, sink.width(p.n_freqs())).map_err(to_py)?;
     // Written once, every value, into numpy's memory (no zero fill first).
     // SAFETY: the array is new and contiguous; `stft_f64_sink_into` writes
     // every element before it is returned (on an error it is dropped unread).
@@ -469,7 +451,7 @@ where
     let dst = unsafe { out.as_slice_mut() }
         .map_err(|_| internal_err("internal error: a new array is not contiguous"))?;
     let frames = gateway::run(py, work, |c| {
-        stft_f64_sink_into(&slices, &p, &w, n_threads, c, &sink, layout, dst)
+        stft_f64_sink_into(&slices, p, &w, n_threads, c, &sink, layout, dst)
     })?;
     Ok((frames, out))
 }
@@ -487,7 +469,7 @@ where
 #[pyo3(signature = (rows, framing, n_threads=None, single=false, frame_major=false))]
 pub fn stft_f64<'py>(
     rows: &Bound<'py, PyAny>,
-    framing: args::Framing<'py>,
+    framing: &Bound<'py, args::Framing>,
     n_threads: Option<&Bound<'py, PyAny>>,
     single: bool,
     frame_major: bool,
@@ -495,10 +477,12 @@ pub fn stft_f64<'py>(
     let n_threads = args::threads(n_threads)?;
     let layout = layout_of(frame_major);
     if single {
-        let (t, a) = run_f64(rows, &framing, n_threads, layout, |_| Ok(Complex64Out))?;
+        let (t, a) = run_f64(rows, framing.get(), n_threads, layout, |_| Ok(Complex64Out))?;
         return Ok((t, a.into_any()));
     }
-    let (t, a) = run_f64(rows, &framing, n_threads, layout, |_| Ok(Complex128Out))?;
+    let (t, a) = run_f64(rows, framing.get(), n_threads, layout, |_| {
+        Ok(Complex128Out)
+    })?;
     Ok((t, a.into_any()))
 }
 
@@ -511,7 +495,7 @@ pub fn stft_f64<'py>(
 #[pyo3(signature = (rows, framing, power=2.0, mel=None, n_threads=None, frame_major=false))]
 pub fn spectrogram_f64<'py>(
     rows: &Bound<'py, PyAny>,
-    framing: args::Framing<'py>,
+    framing: &Bound<'py, args::Framing>,
     power: f64,
     mel: Option<args::MelArgs<'py>>,
     n_threads: Option<&Bound<'py, PyAny>>,
@@ -521,13 +505,13 @@ pub fn spectrogram_f64<'py>(
     check_power_f64(power).map_err(to_py)?;
     let layout = layout_of(frame_major);
     let Some(mel) = mel else {
-        return run_f64(rows, &framing, n_threads, layout, |_| {
+        return run_f64(rows, framing.get(), n_threads, layout, |_| {
             Ok(PowerOut { power })
         });
     };
     let mut bank = None;
     let bank = &mut bank;
-    run_f64(rows, &framing, n_threads, layout, |p| {
+    run_f64(rows, framing.get(), n_threads, layout, |p| {
         let b: &MelBank = bank.insert(mel.bank(p.n_fft)?);
         Ok(MelOut { power, bank: b })
     })

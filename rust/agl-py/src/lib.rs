@@ -46,6 +46,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(max_threads, m)?)?;
     m.add_function(wrap_pyfunction!(args::check_count, m)?)?;
     m.add_function(wrap_pyfunction!(args::default_hop_length, m)?)?;
+    m.add_class::<args::Framing>()?;
     m.add_function(wrap_pyfunction!(features::mel_filterbank, m)?)?;
     m.add_function(wrap_pyfunction!(features::kaldi_mel_filterbank, m)?)?;
     m.add_function(wrap_pyfunction!(features::stft, m)?)?;

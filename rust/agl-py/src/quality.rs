@@ -170,7 +170,7 @@ pub fn rms<'py>(
 #[pyo3(signature = (signals, framing, amin=1e-10, power=2.0, extent=None, n_threads=None))]
 pub fn spectral_flatness<'py>(
     signals: &Bound<'py, PyAny>,
-    framing: args::Framing<'py>,
+    framing: &Bound<'py, args::Framing>,
     amin: f32,
     power: f32,
     extent: Option<usize>,
@@ -178,12 +178,12 @@ pub fn spectral_flatness<'py>(
 ) -> PyResult<Out<'py, f32>> {
     let py = signals.py();
     let n_threads = args::threads(n_threads)?;
-    let p = framing.params()?;
+    let p = framing.get().kernel()?;
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
     let o = gateway::run(py, work, |c| {
-        spectral_flatness_frames(&items, &p, amin, power, extent, n_threads, c)
+        spectral_flatness_frames(&items, p, amin, power, extent, n_threads, c)
     })?;
     Ok(out(py, o))
 }

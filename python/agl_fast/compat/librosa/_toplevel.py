@@ -20,8 +20,9 @@ from ...dsp.params import CENTER as _CENTER
 from ...dsp.params import N_FFT as _N_FFT
 from ...dsp.params import PAD_MODE as _PAD_MODE
 from ...dsp.params import WINDOW as _WINDOW
+from ...dsp.params import StftParams as _StftParams
 from ...dsp.params import default_hop_length
-from ...dsp.stft import pad_outside as _pad_outside
+from ...dsp.stft import pad_signal as _pad_signal
 from ...dsp.stft import stft_double as _stft_double
 from ...exceptions import AudioDecodeError
 from ...exceptions import ParameterError as _ParameterError
@@ -119,18 +120,9 @@ def stft(
     if dtype is None:
         dtype = np.complex64 if y.dtype.itemsize <= 4 else np.complex128
     wide = y if y.dtype == np.float32 else y.astype(np.float64, copy=False)
-    wide, center, pad_mode = _pad_outside(wide, n_fft, center, pad_mode)
-    S = _stft_double(
-        wide,
-        n_fft,
-        hop_length,
-        win_length,
-        window,
-        center,
-        pad_mode,
-        None,
-        single=np.dtype(dtype) == np.complex64,
-    )
+    frame = _StftParams(n_fft, hop_length, win_length, window, center, pad_mode)
+    wide, framing = _pad_signal(wide, frame)
+    S = _stft_double(wide, framing, None, single=np.dtype(dtype) == np.complex64)
     S = S.astype(dtype, copy=False)
     if out is None:
         return S  # type: ignore[no-any-return]
