@@ -254,3 +254,26 @@ def test_one_per_group_keeps_the_best_row_of_the_mask() -> None:
         one_per_group(t.drop_columns(["duplicate_group"]))
     with pytest.raises(ParameterError, match="mask"):
         one_per_group(t, [True])
+
+
+def test_corrupt_cell_in_an_output_fails_its_row_only(planted_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "corrupt"
+    shutil.copytree(planted_run, out)
+    t = pq.read_table(out / "curated.parquet")
+    keys = t.column("key").to_pylist()
+    cells = t.column(FINGERPRINT_COLUMN).to_pylist()
+    at = keys.index("planted/clip06_16k.flac")
+    cells[at] = cells[at][:-5]  # cut short
+    t = t.set_column(
+        t.column_names.index(FINGERPRINT_COLUMN), FINGERPRINT_COLUMN, pa.array(cells, pa.binary())
+    )
+    pq.write_table(t, out / "curated.parquet")
+    assert main(["dedup", str(out), "--quiet"]) == 0
+    rows = _rows(out)
+    bad = rows["planted/clip06_16k.flac"]
+    assert bad["duplicate_status"] == "failed" and bad["duplicate_group"] is None
+    assert bad["dedup_error"].startswith("unreadable fingerprint: ")
+    # its source has no partner left; the other planted pairs stand
+    assert rows["site2/clip06.wav"]["duplicate_status"] == "unique"
+    assert rows["planted/clip04_trim.wav"]["duplicate_of"] == "site1/clip04.wav"
+    assert json.loads((out / "summary.json").read_text())["dedup"]["failed"] == 1
