@@ -235,6 +235,7 @@ def test_stage_on_request_only() -> None:
         BatchConfig(stages="fingerprint").validate()  # type: ignore[arg-type]
     with pytest.raises(SystemExit):
         main(["curate", "x", "--out", "y", "--stage", "nope"])
+    assert main(["curate", "x", "--out", "y", "--min-score", "5"]) == 2
 
 
 def test_one_per_group_keeps_the_best_row_of_the_mask() -> None:

@@ -168,6 +168,13 @@ def test_split_command(tmp_path, capsys) -> None:
     assert main(argv) == 2
     assert "got no row" in capsys.readouterr().err
     assert not far.exists()
+    # CSV holds no bytes: a fingerprint column stays in the Parquet table
+    fp = mf.read_manifest(src).append_column("fingerprint", pa.array([b"\x00"] * 120))
+    mf.write_manifest(fp, src)
+    as_csv = tmp_path / "split.csv"
+    assert main(["split", str(src), "--out", str(as_csv)]) == 0
+    assert "fingerprint" not in mf.read_manifest(as_csv).column_names
+    assert "split" in mf.read_manifest(as_csv).column_names
     assert main(["split", str(src), "--out", str(far), "--min-km", "5"]) == 2
     assert main(["split", str(src), "--out", str(far), "--by", "place"]) == 2
 

@@ -356,6 +356,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         inputs = _inputs(args, demo_dir)
+        if args.min_score is not None and not args.dedup:
+            raise AglError("--min-score applies to --dedup")
         if args.retry_failed and not args.resume:
             raise AglError("--retry-failed continues a run: add --resume")
         frac = args.max_failed_fraction

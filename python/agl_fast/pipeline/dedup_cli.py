@@ -44,7 +44,7 @@ def add_dedup_options(p: argparse.ArgumentParser) -> None:
         "--min-score",
         type=float,
         default=None,
-        help="score a match needs (default: the fingerprint pairing's own)",
+        help="score a match needs (None: the fingerprint pairing's own)",
     )
 
 

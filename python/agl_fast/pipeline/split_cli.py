@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from ..exceptions import AglError
 from .split import DEFAULT_FRACTIONS, SPLIT_COLUMN, SPLIT_NAMES, split_by_group, split_by_place
 
@@ -38,7 +40,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("table", type=Path, help="curate output directory or table (.parquet, .csv)")
-    p.add_argument("--out", type=Path, required=True, help="table to write (.parquet or .csv)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="table to write (.parquet, or .csv without the binary fingerprint column)",
+    )
     p.add_argument(
         "--fractions",
         type=_fractions,
@@ -82,5 +89,9 @@ def run(args: argparse.Namespace) -> int:
             f"split(s) {empty} got no row: {counts['units']} units (groups or places) are too "
             "few for these fractions; lower --min-km or change --fractions"
         )
+    if args.out.suffix.lower() == ".csv":
+        # CSV has no bytes: the fingerprints stay in the Parquet table
+        binary = [f.name for f in table.schema if pa.types.is_binary(f.type)]
+        table = table.drop_columns(binary)
     manifest.write_manifest(table, args.out)
     return 0
