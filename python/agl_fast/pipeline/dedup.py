@@ -16,7 +16,9 @@ Per row it writes :data:`DEDUP_COLUMNS`:
 * ``duplicate_of``: the representative's key, for the other members;
 * ``duplicate_status``: one of :data:`STATUSES` (``unique``,
   ``representative``, ``duplicate``; ``unfingerprintable`` for a clip whose
-  fingerprint holds no hash, e.g. silence, which is never grouped;
+  fingerprint holds too few distinct hashes to be paired (silence, a
+  steady tone: :attr:`agl_fast.fingerprint.Fingerprint.fingerprintable`),
+  which is never grouped;
   ``no_fingerprint`` for a row without one, e.g. a file that failed to
   decode; ``failed`` for fingerprint bytes that cannot be read, with the
   reason in ``dedup_error``);
@@ -184,7 +186,7 @@ def _read_fingerprints(table: pa.Table) -> tuple[list[Any], list[int], list[str]
             except (AglError, ValueError) as exc:
                 st, err = FAILED, f"unreadable fingerprint: {type(exc).__name__}: {exc}"
             else:
-                if len(fp.hashes) == 0:
+                if not fp.fingerprintable:
                     st = UNFINGERPRINTABLE
                 else:
                     st = UNIQUE

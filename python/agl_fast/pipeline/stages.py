@@ -38,7 +38,7 @@ from ..exceptions import ParameterError, ShapeError
 
 __all__ = [
     "FINGERPRINT_COLUMN",
-    "FINGERPRINT_HASHES",
+    "FINGERPRINT_DISTINCT",
     "Clips",
     "FeatureStage",
     "FnStage",
@@ -281,29 +281,30 @@ def quality_stage(
 register_stage("quality", quality_stage)
 
 
-#: Column of the ``fingerprint`` stage: the clip's landmark fingerprint
-#: (:meth:`agl_fast.fingerprint.Fingerprint.to_bytes`), and its hash count.
-FINGERPRINT_COLUMN, FINGERPRINT_HASHES = "fingerprint", "fingerprint_hashes"
+#: Columns of the ``fingerprint`` stage: the clip's landmark fingerprint
+#: (:meth:`agl_fast.fingerprint.Fingerprint.to_bytes`), and how many
+#: distinct hashes it holds (below :data:`agl_fast.fingerprint.MIN_DISTINCT`
+#: the clip is not fingerprintable: never paired).
+FINGERPRINT_COLUMN, FINGERPRINT_DISTINCT = "fingerprint", "fingerprint_distinct"
 
 
 def fingerprint_stage(n_threads: int | None = None) -> Stage:
     """The ``fingerprint`` stage: each clip's landmark fingerprint
-    (:func:`agl_fast.fingerprint.fingerprint_many`) from its channel mean at
-    the fingerprint's analysis rate (computed once per batch), as the
-    binary column :data:`FINGERPRINT_COLUMN`, with the number of hashes it
-    holds (:data:`FINGERPRINT_HASHES`; 0: nothing to match, e.g. silence)."""
+    (:func:`agl_fast.fingerprint.fingerprint_many`, which takes the channel
+    mean at its analysis rate) as the binary column
+    :data:`FINGERPRINT_COLUMN`, with its number of distinct hashes
+    (:data:`FINGERPRINT_DISTINCT`)."""
 
     def run(clips: Clips) -> Columns:
-        from ..fingerprint import ANALYSIS_SR, fingerprint_many
+        from ..fingerprint import fingerprint_many
 
-        mono = clips.mono(ANALYSIS_SR)
-        fps = fingerprint_many(mono, [ANALYSIS_SR] * len(mono), n_threads=n_threads)
+        fps = fingerprint_many(clips.audio, [clips.sr] * len(clips), n_threads=n_threads)
         return {
             FINGERPRINT_COLUMN: pa.array([fp.to_bytes() for fp in fps], pa.binary()),
-            FINGERPRINT_HASHES: pa.array([len(fp.hashes) for fp in fps], pa.int64()),
+            FINGERPRINT_DISTINCT: pa.array([fp.distinct for fp in fps], pa.int64()),
         }
 
-    return FnStage("fingerprint", run, (FINGERPRINT_COLUMN, FINGERPRINT_HASHES))
+    return FnStage("fingerprint", run, (FINGERPRINT_COLUMN, FINGERPRINT_DISTINCT))
 
 
 register_stage(
