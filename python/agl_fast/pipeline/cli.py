@@ -379,7 +379,7 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 bar.close()
         if args.dedup:
-            summary["dedup"] = dedup_output(out, min_score=args.min_score, n_threads=args.threads)
+            summary["dedup"] = dedup_output(out, min_score=args.min_score)
         if args.report:
             from ..report import write_report
 
