@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._internal.safe_files import check_tree, write_atomic
-from ..exceptions import AglError, AglIOError, ParameterError
+from ..exceptions import AglIOError, FingerprintFormatError, ParameterError
 from .stages import FINGERPRINT_COLUMN, atomic_write_parquet
 
 __all__ = [
@@ -183,7 +183,7 @@ def _read_fingerprints(table: pa.Table) -> tuple[list[Any], list[int], list[str]
         else:
             try:
                 fp = Fingerprint.from_bytes(bytes(cell))
-            except (AglError, ValueError) as exc:
+            except FingerprintFormatError as exc:
                 st, err = FAILED, f"unreadable fingerprint: {type(exc).__name__}: {exc}"
             else:
                 if not fp.fingerprintable:
