@@ -39,6 +39,7 @@ PLACES = {
     "aporee_5201_6631": ("AmselanDietersFensterJuni2003Edit.mp3", 52.4965138837, 13.428567946,
                          "Berlin", "Germany", "Europe"),
 }  # fmt: skip
+BERLIN, REUPLOAD = "aporee_5201_6631", "berlin_reupload"
 SPEECH = {"paris": "The train to Versailles leaves from platform two.",
           "london": "Mind the gap between the train and the platform, please."}  # fmt: skip
 
@@ -68,6 +69,9 @@ def corpus(tmp_path, shared_dir):
     man = d / "crawl.csv"
     rows = ["key,path,latitude,longitude,city,country,continent"]
     rows += [f"{k},{v[0]},{v[1]},{v[2]},{v[3]},{v[4]},{v[5]}" for k, v in PLACES.items()]
+    # the Berlin recording uploaded again under another name
+    shutil.copy(d / PLACES[BERLIN][0], d / "reupload.mp3")
+    rows.append(f"{REUPLOAD},reupload.mp3,{','.join(str(v) for v in PLACES[BERLIN][1:])}")
     man.write_text("\n".join(rows) + "\n")
     frames = {sf.info(d / v[0]).frames: k for k, v in PLACES.items()}
     return d, man, frames
@@ -185,6 +189,21 @@ def test_benchmark_build_end_to_end(corpus, capsys):
         assert dist[("model-a", "mean_distance_km")] < 1e-6
         assert dist[("org__model-b", "mean_distance_km")] > 15000
         assert board.index("## agl1k") < board.index("## strict")
+        # the re-upload is grouped with its original, which stands for it
+        # (same length and quality: the smaller key); the pool and the
+        # leaderboard say so
+        curated = mf.read_manifest(out / "curated" / "curated.parquet").to_pylist()
+        row = {r["key"]: r for r in curated}
+        assert row[REUPLOAD]["duplicate_of"] == BERLIN
+        assert [r["key"] for r in curated if r["duplicate_group"] is not None] == [
+            BERLIN, REUPLOAD,
+        ]  # fmt: skip
+        assert REUPLOAD not in pool.column("key").to_pylist()
+        assert row[REUPLOAD]["passed"] and row[BERLIN]["passed"]
+        passed = sum(bool(r["passed"]) for r in curated)
+        assert (
+            f"Duplicate recordings: 1 of the {passed} clips that passed curation removed" in board
+        )
         # resumable: a second build sends nothing already answered
         n = {k: s.requests() for k, (s, _) in servers.items()}
         assert main(["benchmark", "build", str(cfg)]) == 0

@@ -99,6 +99,8 @@ MISSING_INPUT: dict[tuple[str, ...], list[str]] = {
     ("serve",): ["--truth", "nope.csv", "--audio-dir", "nope"],
     ("tagger", "export"): ["--checkpoint", "nope.pt", "--out", "o.onnx"],
     ("agl1k", "fetch"): ["nope.csv", "--out", "o"],
+    ("dedup",): ["nope"],
+    ("split",): ["nope.parquet", "--out", "o.parquet"],
 }
 
 

@@ -19,9 +19,23 @@ MAX_POWER: float
 CLIP_LEVEL: float
 QUALITY_N_FFT: int
 PRESET_N_FFT: int
+FP_ANALYSIS_SR: int
+FP_HOP: int
+FP_N_FFT: int
+FP_HASH_BITS: int
+FP_MIN_DISTINCT: int
+FP_MIN_SCORE: float
+FP_MIN_MATCHES: int
 __all__ = [
     "CLIP_LEVEL",
     "CORRUPT_LEVEL",
+    "FP_ANALYSIS_SR",
+    "FP_HASH_BITS",
+    "FP_HOP",
+    "FP_MIN_DISTINCT",
+    "FP_MIN_MATCHES",
+    "FP_MIN_SCORE",
+    "FP_N_FFT",
     "MAX_POWER",
     "MAX_RATIO",
     "MAX_SAMPLE_RATE",
@@ -39,6 +53,7 @@ __all__ = [
     "edc_distance",
     "efficientat",
     "fftconvolve",
+    "fingerprint_many",
     "geo_summary",
     "geodesic",
     "geoscore",
@@ -51,6 +66,7 @@ __all__ = [
     "max_threads",
     "mel_filterbank",
     "melspectrogram",
+    "pair",
     "pcen",
     "probe",
     "quality_metrics",
@@ -277,6 +293,29 @@ def spectral_flatness(
     n_threads: int | None = None,
 ) -> _Out: ...
 def acoustic_complexity(s: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], float]: ...
+
+# --- fingerprint ----------------------------------------------------------
+def fingerprint_many(
+    ys: Sequence[npt.NDArray[np.float32]],
+    srs: npt.NDArray[np.int64],
+    n_threads: int | None = None,
+) -> list[tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], int, int]]: ...
+def pair(
+    hashes: Sequence[npt.NDArray[np.uint32]],
+    times: Sequence[npt.NDArray[np.uint32]],
+    n_frames: npt.NDArray[np.uint32],
+    min_score: float,
+    min_matches: int,
+    n_threads: int | None = None,
+) -> tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.uint32],
+]: ...
 
 # --- room -----------------------------------------------------------------
 def edc(

@@ -39,6 +39,16 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
         "decode, check and featurise a corpus into one Parquet table",
         "cli",
     ),
+    "dedup": (
+        "agl_fast.pipeline.dedup_cli",
+        "group the clips of a curate output that share audio (duplicate recordings)",
+        None,
+    ),
+    "split": (
+        "agl_fast.pipeline.split_cli",
+        "train/validation/test splits by duplicate group or by place (no recording crosses)",
+        None,
+    ),
     "features": (
         "agl_fast.commands.features",
         "compute a feature preset (bat, efficientat, librosa) for audio files",

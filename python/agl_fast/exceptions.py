@@ -15,6 +15,7 @@ __all__ = [
     "AudioDecodeError",
     "AudioFileNotFoundError",
     "CheckpointFormatError",
+    "FingerprintFormatError",
     "InternalError",
     "InvalidCoordinatesError",
     "ModelStateError",
@@ -45,6 +46,11 @@ class CheckpointFormatError(ParameterError):
     ``torch.save`` zip archive, a pickle that needs anything but tensors and
     plain containers (no code in it runs to find out), damaged, or without
     the entries its kind requires (see :mod:`agl_fast.torch.checkpoint`)."""
+
+
+class FingerprintFormatError(ParameterError):
+    """Bytes given as a fingerprint are not one: wrong magic or version, cut
+    short, or values a fingerprint cannot hold."""
 
 
 class InvalidCoordinatesError(ParameterError):

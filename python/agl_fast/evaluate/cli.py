@@ -86,6 +86,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "and cues.png with --figures",
     )
     p.add_argument("--figures", action="store_true", help="also write PNG figures (matplotlib)")
+    p.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        help="a line to state under the leaderboard's heading (e.g. how the truth set was "
+        "made); repeatable",
+    )
     p.set_defaults(run=run)
     return p
 
@@ -365,6 +372,7 @@ def _run(args: argparse.Namespace) -> int:
     head = f"truth: {Path(args.truth).name}, {len(scorable)} scorable clips"
     if len(excluded):
         head += f" ({len(excluded)} more excluded: invalid coordinates)"
+    head += "".join(f"\n\n{line}" for line in args.note)
     board = _board(tidy, modes, compare, [head, warning])
     if len(paired):
         board += "## Paired comparisons\n\n" + paired_markdown(paired)
@@ -380,6 +388,7 @@ def _run(args: argparse.Namespace) -> int:
             for k, r in zip(excluded["key"], excluded[COORDINATE_PROBLEM], strict=True)
         ],
     }
+    log["notes"] = {"leaderboard": list(args.note)}
     log["comparison"] = {"same_clips": not warning, "n_common": len(common), "warning": warning}
     log["provenance"] = record
     (out / "report.json").write_text(json.dumps(log, indent=2, default=str), encoding="utf-8")

@@ -12,7 +12,7 @@ Steps, each the package's own command (called in-process), outputs under ``out``
     score        localizability score -> scored.parquet
     select       localizability select -> benchmark.csv (AGL1K schema)
     models       query each benchmark model on benchmark.csv -> runs/<name>/
-    leaderboard  evaluate every run -> leaderboard/
+    leaderboard  evaluate every run -> leaderboard/ (states the duplicates removed)
 
 Every step that calls a model is resumable (answers are cached), so running
 the same config again sends nothing already answered. Config (paths are
@@ -24,6 +24,8 @@ relative to the config file)::
     audio_dir = "audio"           # optional
     args = ["--tag", "speech"]    # more curate options
     fraction_scheme = "segments10"   # optional: or "time"
+    dedup = true                  # default: group duplicate recordings (curate --dedup);
+                                  # the pool keeps one clip per group
     [curate.thresholds]           # optional: quality filter (agl_fast.quality.DEFAULT_THRESHOLDS)
     rms_floor = 0.001
     [reference]
@@ -36,7 +38,8 @@ relative to the config file)::
     judge_args = [...]            # (top level) options shared by the judges
     [localizability]              # alpha, gamma_km, theta, min_samples (paper's defaults)
     [select]                      # balance = "equal" | speech_share = 0.71 | counts = [1025, 419],
-                                  # n, speech_column, screening = "sqlite:///game.sqlite"
+                                  # n, speech_column, screening = "sqlite:///game.sqlite",
+                                  # keep_duplicates = true (every clip of a group)
     [[models]]                    # the benchmarked models (query options as above)
     [evaluate]                    # n_boot, aliases, mode
 """
@@ -155,12 +158,19 @@ def _load(config: str | Path) -> tuple[dict[str, Any], Path]:
     return cfg, cfg_path.resolve().parent
 
 
-def _curate(cur: dict[str, Any], out: Path, path: Any) -> Path:
-    """Step 1 and 2: curate the corpus, keep the clips that passed (the pool)."""
+def _curate(cur: dict[str, Any], out: Path, path: Any, keep_duplicates: bool) -> tuple[Path, str]:
+    """Step 1 and 2: curate the corpus (duplicate recordings grouped unless
+    ``[curate] dedup = false``), keep the clips that passed, one per
+    duplicate group unless ``keep_duplicates`` (the pool); return the pool
+    and the line the leaderboard states about duplicates."""
     from .. import manifest
+    from ..pipeline.dedup import has_groups, one_per_group
 
+    dedup = cur.get("dedup", True)
+    if not isinstance(dedup, bool):
+        raise ParameterError(f"config: [curate] dedup must be true or false, got {dedup!r}")
     curated = out / "curated"
-    argv = ["curate", "--out", str(curated), "--quiet"]
+    argv = ["curate", "--out", str(curated), "--quiet", *(["--dedup"] if dedup else [])]
     if cur.get("manifest"):
         argv += ["--manifest", path(cur["manifest"])]
     if cur.get("audio_dir"):
@@ -174,10 +184,23 @@ def _curate(cur: dict[str, Any], out: Path, path: Any) -> Path:
     run_step("curate", argv)
     table = manifest.read_manifest(curated / "curated.parquet")
     passed = [bool(v) for v in table.column("passed").to_pylist()]
+    keep = passed
+    if keep_duplicates or not has_groups(table):
+        why = "kept ([select] keep_duplicates)" if keep_duplicates else "not looked for"
+        note = f"Duplicate recordings: {why}."
+    else:
+        keep = one_per_group(table, passed).tolist()
+        note = (
+            f"Duplicate recordings: {sum(passed) - sum(keep)} of the {sum(passed)} clips "
+            "that passed curation removed (one clip per duplicate group kept)."
+        )
     pool = out / "pool.parquet"
-    manifest.write_manifest(table.filter(passed), pool)
-    print(f"pool: {sum(passed)} of {table.num_rows} clips passed", file=sys.stderr)
-    return pool
+    manifest.write_manifest(table.filter(keep), pool)
+    print(
+        f"pool: {sum(keep)} of {table.num_rows} clips ({sum(passed)} passed); {note}",
+        file=sys.stderr,
+    )
+    return pool, note
 
 
 def _reference(
@@ -231,6 +254,8 @@ def _select(
     bench = out / "benchmark.csv"
     argv = ["localizability", "select", "--manifest", str(scored), "--weights", str(weights),
             "--out", str(bench)]  # fmt: skip
+    if sel.get("keep_duplicates") is True:
+        argv.append("--keep-duplicates")
     for k in ("theta", "balance", "n", "speech_column", "speech_share", "counts", "screening"):
         if k in sel:
             v = sel[k]
@@ -241,7 +266,7 @@ def _select(
 
 
 def _leaderboard(models: list[Any], bench: Path, out: Path, ev: dict[str, Any],
-                 tail: list[str]) -> None:  # fmt: skip
+                 tail: list[str], note: str) -> None:  # fmt: skip
     """Step 6: the benchmark's models and their leaderboard."""
     runs = []
     for m in models:
@@ -251,7 +276,8 @@ def _leaderboard(models: list[Any], bench: Path, out: Path, ev: dict[str, Any],
               _GO_ON)  # fmt: skip
         runs.append(str(d / _output_name(m["model"])))
     if runs:
-        argv = ["evaluate", *runs, "--truth", str(bench), "--out", str(out / "leaderboard"), *tail]
+        argv = ["evaluate", *runs, "--truth", str(bench), "--out", str(out / "leaderboard"),
+                "--note", note, *tail]  # fmt: skip
         if ev.get("mode"):
             argv += ["--mode", str(ev["mode"])]
         run_step("leaderboard", argv)
@@ -279,12 +305,17 @@ def build(config: str | Path) -> Path:
     ev = _section(cfg, "evaluate", required=False)
     aliases = ["--aliases", path(ev["aliases"])] if ev.get("aliases") else []
     tail = ["--n-boot", str(int(ev.get("n_boot", 1000))), *aliases]
-    pool = _curate(cur, out, path)
-    ref_pred = _reference(cfg, ref, pool, out, tail)
     loc = _section(cfg, "localizability", required=False)
     sel = _section(cfg, "select", required=False)
+    keep = sel.get("keep_duplicates", False)
+    if not isinstance(keep, bool):
+        raise ParameterError(
+            f"config: [select] keep_duplicates must be true or false, got {keep!r}"
+        )
+    pool, note = _curate(cur, out, path, keep)
+    ref_pred = _reference(cfg, ref, pool, out, tail)
     bench = _select(loc, sel, pool, ref_pred, out, aliases)
-    _leaderboard(cfg.get("models") or [], bench, out, ev, tail)
+    _leaderboard(cfg.get("models") or [], bench, out, ev, tail, note)
     return out
 
 

@@ -95,6 +95,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument(
         "--accepted-only", action="store_true", help="with --screening: only accepted clips"
     )
+    c.add_argument(
+        "--keep-duplicates",
+        action="store_true",
+        help="keep every clip of a duplicate group (default: the group's best localizable "
+        "clip only; groups from 'agl-fast dedup')",
+    )
     c.add_argument("--speech-column", default=None, help="speech split column (default: found)")
     c.add_argument("--audio-dir", default=None, help="write mp3name relative to this folder")
     c.add_argument("--out", required=True, help="benchmark manifest (.csv or .parquet)")
@@ -280,6 +286,7 @@ def run_select(args: argparse.Namespace) -> int:
     chosen, report = select_benchmark(
         table, theta=theta, balance=args.balance, n=args.n, speech=args.speech_column,
         speech_share=args.speech_share, counts=counts, exclude=rejected, only=only,
+        keep_duplicates=args.keep_duplicates,
     )  # fmt: skip
     advice = report.pop("advice", [])
     if chosen.num_rows == 0:

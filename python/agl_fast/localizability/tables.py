@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from .. import manifest
 from ..exceptions import ParameterError
+from ..pipeline.dedup import has_groups, one_per_group
 from .mix import BALANCE, MixRequest, advice, targets
 
 __all__ = [
@@ -140,6 +141,26 @@ def _split(table: pa.Table, speech: str | None, usable: np.ndarray) -> dict[str,
     return {"speech": known & is_speech, "nonspeech": known & ~is_speech}
 
 
+def _one_per_group(
+    table: pa.Table, ok: np.ndarray, keep_duplicates: bool
+) -> tuple[np.ndarray, int | None]:
+    """The rows of ``ok`` left when each duplicate group (``duplicate_group``,
+    ``agl-fast dedup``) keeps its best row of ``ok`` by
+    :data:`agl_fast.pipeline.dedup.REPRESENTATIVE_RULE`, and how many were
+    removed (None, everything kept: ``keep_duplicates``, or a table without
+    groups)."""
+    if keep_duplicates:
+        return ok, None
+    if not has_groups(table):
+        log.info(
+            "the table has no duplicate_group column: duplicates were not looked for "
+            "(run 'agl-fast dedup' on the curate output)"
+        )
+        return ok, None
+    kept = one_per_group(table, ok)
+    return kept, int((ok & ~kept).sum())
+
+
 def select_benchmark(
     table: pa.Table,
     *,
@@ -151,6 +172,7 @@ def select_benchmark(
     counts: tuple[int, int] | None = None,
     exclude: Collection[str] = (),
     only: Collection[str] | None = None,
+    keep_duplicates: bool = False,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Rows with ``l_k > theta``, picked to a speech / non-speech mix.
 
@@ -175,6 +197,8 @@ def select_benchmark(
         Keys left out (clips rejected in screening).
     only : collection of str or None
         When given, only these keys may be selected (clips accepted in screening).
+    keep_duplicates : bool
+        Keep every clip of a duplicate group; by default one (:func:`_one_per_group`).
 
     Returns
     -------
@@ -182,7 +206,7 @@ def select_benchmark(
         The chosen rows, most localizable first within each side.
     counts : dict
         ``pool``, ``screened_out``, ``localizable``, ``speech``, ``nonspeech``
-        (localizable clips a side), ``selected``; for a mix also ``target``,
+        (localizable clips a side), ``selected``, ``duplicates_removed``; for a mix also ``target``,
         ``selected_speech``/``_nonspeech``, ``short`` and ``advice`` (what to
         change). A short side is filled as far as it goes, never an error.
     """
@@ -192,7 +216,7 @@ def select_benchmark(
     lk = _float_column(table, "l_k")
     keys = [str(k) for k in table.column(manifest.KEY).to_pylist()]
     allowed = np.array([k not in exclude and (only is None or k in only) for k in keys], dtype=bool)
-    ok = allowed & np.isfinite(lk) & (lk > theta)
+    ok, removed = _one_per_group(table, allowed & np.isfinite(lk) & (lk > theta), keep_duplicates)
     pooled = _split(table, speech, allowed & np.isfinite(lk))
     sides = {}
     for name, mask in pooled.items():
@@ -201,7 +225,7 @@ def select_benchmark(
     avail = (len(sides["speech"]), len(sides["nonspeech"]))
     report: dict[str, Any] = {"pool": table.num_rows, "screened_out": int((~allowed).sum()),
                               "localizable": int(ok.sum()), "speech": avail[0],
-                              "nonspeech": avail[1]}  # fmt: skip
+                              "nonspeech": avail[1], "duplicates_removed": removed}  # fmt: skip
     if req.mixed:
         want = targets(req, avail)
         pick = np.concatenate([sides["speech"][: want[0]], sides["nonspeech"][: want[1]]])

@@ -38,7 +38,15 @@ from .config import (
 )
 from .precheck import FILE_NOT_FOUND
 from .rules import duration_rules, fail_bad_coordinates, fail_cut_sources
-from .stages import Clips, FeatureStage, Stage, levels_stage, pass_column, quality_stage
+from .stages import (
+    Clips,
+    FeatureStage,
+    Stage,
+    fingerprint_stage,
+    levels_stage,
+    pass_column,
+    quality_stage,
+)
 from .stages import registered_stages as _registered
 
 __all__ = [
@@ -85,13 +93,15 @@ RESOURCE_LIMIT = "ResourceLimit"
 
 
 def build_stages(cfg: BatchConfig) -> list[Stage]:
-    """The stages ``cfg`` asks for: levels, the registered ones (quality),
-    features, then tagging."""
+    """The stages ``cfg`` asks for: levels, the registered ones (quality,
+    and those of ``cfg.stages``), features, then tagging."""
     stages: list[Stage] = [levels_stage]
-    for st in _registered():
+    for st in _registered(cfg.stages):
         # the quality filter with this configuration's thresholds
         if st.name == "quality":
             st = quality_stage(cfg.thresholds(), cfg.threads) or st
+        elif st.name == "fingerprint":
+            st = fingerprint_stage(cfg.threads)
         stages.append(st)
     if cfg.features != "none":
         stages.append(FeatureStage(cfg.features, cfg.threads, cfg.channels_policy))
@@ -118,7 +128,7 @@ def _tagging_stage(name: str, cfg: BatchConfig) -> Stage:
 def stage_names(cfg: BatchConfig) -> list[str]:
     """Names of the stages :func:`build_stages` gives, without building the
     costly ones (taggers load a model)."""
-    names = [st.name for st in (levels_stage, *_registered())]
+    names = [st.name for st in (levels_stage, *_registered(cfg.stages))]
     if cfg.features != "none":
         names.append(f"features:{cfg.features}")
     names += [f"tagging_{name}" for name in dict.fromkeys(cfg.tag)]

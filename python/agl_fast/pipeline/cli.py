@@ -15,12 +15,15 @@ from ..manifest import STRICT_AUDIO_HELP
 from ..presets import get_recipe, recipe_names
 from ..tagging.registry import get_tagger, tagger_names
 from .config import LONG_CLIPS, CurateConfig
+from .dedup import dedup_output
+from .dedup_cli import add_dedup_options
 from .demo import demo_directories, output_note, write_demo_corpus
 from .filter_flags import add_filter_flags, filter_options
 from .inputs import Inputs, discover, read_manifest
 from .journal import FLUSH_FILES, FLUSH_SECONDS
 from .run import Executor, curate
 from .shard import merge_runs, parse_shard, shard_inputs
+from .stages import requested_stages
 
 __all__ = ["add_parser", "run"]
 
@@ -116,6 +119,21 @@ def _add_stage_options(p: argparse.ArgumentParser) -> None:
         "'agl-fast report OUT')",
     )
     p.add_argument("--allow-cpu", action="store_true", help="allow the tagger to run on CPU")
+    p.add_argument(
+        "--stage",
+        action="append",
+        choices=sorted(requested_stages()),
+        default=[],
+        help="registered stage(s) to run, repeatable: "
+        + "; ".join(f"{k}: {v}" for k, v in sorted(requested_stages().items())),
+    )
+    p.add_argument(
+        "--dedup",
+        action="store_true",
+        help="fingerprint every clip (--stage fingerprint) and, after the run, group the "
+        "duplicate recordings as 'agl-fast dedup OUT' does",
+    )
+    add_dedup_options(p)
 
 
 def _add_worker_options(p: argparse.ArgumentParser) -> None:
@@ -338,6 +356,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         inputs = _inputs(args, demo_dir)
+        if args.min_score is not None and not args.dedup:
+            raise AglError("--min-score applies to --dedup")
         frac = args.max_failed_fraction
         if frac is not None and not 0 <= frac <= 1:
             raise AglError(f"--max-failed-fraction must be in [0, 1], got {frac}")
@@ -347,6 +367,8 @@ def run(args: argparse.Namespace) -> int:
             summary = curate(inputs, out, _config(args), progress=bar, executor=executor)
         finally:
             bar.close()
+        if args.dedup:
+            summary["dedup"] = dedup_output(out, min_score=args.min_score)
         if args.report:
             from ..report import write_report
 
@@ -402,6 +424,7 @@ def _config(args: argparse.Namespace) -> CurateConfig:
         tag_model=args.tag_model,
         tag_device=args.tag_device,
         allow_cpu=args.allow_cpu,
+        stages=tuple(dict.fromkeys([*args.stage, *(["fingerprint"] if args.dedup else [])])),
         **filter_options(args),
     )
 
@@ -409,7 +432,10 @@ def _config(args: argparse.Namespace) -> CurateConfig:
 def _exit_status(args: argparse.Namespace, out: str, summary: dict[str, Any]) -> int:
     """Print the counts; 3 when more than ``--max-failed-fraction`` failed, else 0."""
     if not args.quiet:
-        print(json.dumps({"out": out, **summary["counts"], **summary["this_run"]}, indent=2))
+        dedup = {"dedup": summary["dedup"]} if "dedup" in summary else {}
+        print(
+            json.dumps({"out": out, **summary["counts"], **summary["this_run"], **dedup}, indent=2)
+        )
     counts = summary["counts"]
     failed, rows = counts["failed"], counts["rows"]
     share = failed / rows if rows else 0.0

@@ -15,6 +15,7 @@ from ..presets import CHANNEL_POLICIES, get_recipe
 from ..quality_filters import check_thresholds, defaults
 from ..tagging.registry import get_tagger
 from ..tagging.windows import DEFAULT_FRACTION_SCHEME, FRACTION_SCHEMES
+from .stages import check_requested
 
 __all__ = [
     "DEFAULT_MIN_DURATION",
@@ -89,6 +90,10 @@ class BatchConfig:
     fraction_scheme : {"segments10", "time"}
         How the taggers turn window decisions into time fractions
         (:data:`agl_fast.tagging.FRACTION_SCHEMES`).
+    stages : tuple of str
+        Registered stages that run only on request
+        (:func:`agl_fast.pipeline.stages.requested_stages`), e.g.
+        ``("fingerprint",)``.
     """
 
     sr: int = 32000
@@ -107,6 +112,7 @@ class BatchConfig:
     allow_cpu: bool = False
     quality_thresholds: dict[str, float] = field(default_factory=defaults)
     fraction_scheme: str = DEFAULT_FRACTION_SCHEME
+    stages: tuple[str, ...] = field(default_factory=tuple)
 
     def thresholds(self) -> dict[str, float]:
         """Every quality threshold: the defaults updated by :attr:`quality_thresholds`."""
@@ -115,6 +121,7 @@ class BatchConfig:
     def validate(self) -> None:
         """Raise :class:`ParameterError` for options no batch could run with."""
         check_thresholds(self.quality_thresholds)
+        check_requested(self.stages)
         if self.fraction_scheme not in FRACTION_SCHEMES:
             raise ParameterError(
                 f"fraction_scheme must be one of {FRACTION_SCHEMES}, "

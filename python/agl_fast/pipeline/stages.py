@@ -14,6 +14,8 @@ Built in:
   them over in :attr:`Clips.levels`, else one native pass per clip).
 * ``quality``: the acoustic quality filters of :mod:`agl_fast.quality`, when
   that module is present (metrics, ``quality_pass`` and reasons).
+* ``fingerprint`` (on request, ``curate --stage fingerprint``): the
+  clip's landmark fingerprint (:func:`fingerprint_stage`).
 * ``features``: a feature preset (``bat`` or ``efficientat``) as a
   ``features`` column of per-row arrays (see :class:`FeatureStage`).
 * tagging / localizability: register them with :func:`register_stage`.
@@ -35,17 +37,22 @@ from .._internal.safe_files import atomic_file
 from ..exceptions import ParameterError, ShapeError
 
 __all__ = [
+    "FINGERPRINT_COLUMN",
+    "FINGERPRINT_DISTINCT",
     "Clips",
     "FeatureStage",
     "FnStage",
     "Stage",
+    "check_requested",
     "feature_array",
+    "fingerprint_stage",
     "levels_stage",
     "nested_tensor_array",
     "pass_column",
     "quality_stage",
     "register_stage",
     "registered_stages",
+    "requested_stages",
 ]
 
 #: Absolute level treated as clipping (full scale minus about 0.01 dB): the
@@ -152,18 +159,58 @@ class FnStage:
 
 
 _REGISTRY: dict[str, Callable[[], Stage | None]] = {}
+#: Stages a run takes only when asked (``curate --stage NAME``): name -> help.
+_ON_REQUEST: dict[str, str] = {}
 
 
-def register_stage(name: str, factory: Callable[[], Stage | None]) -> None:
+def register_stage(
+    name: str, factory: Callable[[], Stage | None], *, on_request: str | None = None
+) -> None:
     """Register a stage factory; it returns ``None`` when its component is
-    unavailable (then the stage is left out of the run)."""
+    unavailable (then the stage is left out of the run).
+
+    A stage registered with ``on_request`` (its one-line help) runs only
+    when a run names it (``BatchConfig.stages``, ``curate --stage NAME``);
+    the others run in every batch.
+    """
     _REGISTRY[name] = factory
+    if on_request is None:
+        _ON_REQUEST.pop(name, None)
+    else:
+        _ON_REQUEST[name] = on_request
 
 
-def registered_stages() -> list[Stage]:
-    """The available registered stages, in registration order."""
+def requested_stages() -> dict[str, str]:
+    """The stages a run takes only when asked for, by name, with their help."""
+    return dict(_ON_REQUEST)
+
+
+def check_requested(requested: Sequence[str]) -> None:
+    """Raise :class:`ParameterError` unless ``requested`` is a sequence of
+    names of :func:`requested_stages`."""
+    if isinstance(requested, str) or not all(isinstance(n, str) for n in requested):
+        raise ParameterError(f"stages must be a sequence of names, got {requested!r}")
+    unknown = [n for n in requested if n not in _ON_REQUEST]
+    if unknown:
+        raise ParameterError(
+            f"unknown stage(s) {unknown}; stages to request: {sorted(_ON_REQUEST)}"
+        )
+
+
+def registered_stages(requested: Sequence[str] = ()) -> list[Stage]:
+    """The available registered stages, in registration order: those that
+    always run and those of ``requested`` (names of :func:`requested_stages`).
+
+    Raises
+    ------
+    ParameterError
+        A name of ``requested`` is no stage registered to run on request.
+    """
+    check_requested(requested)
     out = []
-    for factory in _REGISTRY.values():
+    for name, factory in _REGISTRY.items():
+        if name in _ON_REQUEST and name not in requested:
+            continue
         st = factory()
         if st is not None:
             out.append(st)
@@ -232,6 +279,40 @@ def quality_stage(
 
 
 register_stage("quality", quality_stage)
+
+
+#: Columns of the ``fingerprint`` stage: the clip's landmark fingerprint
+#: (:meth:`agl_fast.fingerprint.Fingerprint.to_bytes`), and how many
+#: distinct hashes it holds (below :data:`agl_fast.fingerprint.MIN_DISTINCT`
+#: the clip is not fingerprintable: never paired).
+FINGERPRINT_COLUMN, FINGERPRINT_DISTINCT = "fingerprint", "fingerprint_distinct"
+
+
+def fingerprint_stage(n_threads: int | None = None) -> Stage:
+    """The ``fingerprint`` stage: each clip's landmark fingerprint
+    (:func:`agl_fast.fingerprint.fingerprint_many`, which takes the channel
+    mean at its analysis rate) as the binary column
+    :data:`FINGERPRINT_COLUMN`, with its number of distinct hashes
+    (:data:`FINGERPRINT_DISTINCT`)."""
+
+    def run(clips: Clips) -> Columns:
+        from ..fingerprint import fingerprint_many
+
+        fps = fingerprint_many(clips.audio, [clips.sr] * len(clips), n_threads=n_threads)
+        return {
+            FINGERPRINT_COLUMN: pa.array([fp.to_bytes() for fp in fps], pa.binary()),
+            FINGERPRINT_DISTINCT: pa.array([fp.distinct for fp in fps], pa.int64()),
+        }
+
+    return FnStage("fingerprint", run, (FINGERPRINT_COLUMN, FINGERPRINT_DISTINCT))
+
+
+register_stage(
+    "fingerprint",
+    fingerprint_stage,
+    on_request="landmark fingerprint of each clip (column fingerprint), read by "
+    "'agl-fast dedup' to find duplicate recordings",
+)
 
 
 class FeatureStage:

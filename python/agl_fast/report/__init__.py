@@ -5,7 +5,8 @@ and writes ``OUT/report.html``: the summary table, a world map of the
 manifest's coordinates coloured by outcome, a sortable table of every file
 that did not pass with its reason, the distributions of the levels, quality
 metrics and tag fractions by outcome with the run's thresholds drawn on
-them, and the failure reasons. The page opens offline and can be mailed:
+them, the failure reasons and, for a deduplicated output (``agl-fast dedup``),
+the duplicate groups. The page opens offline and can be mailed:
 histograms are inline PNG images, the map is inline SVG drawn on the
 country outlines agl-fast ships (:mod:`agl_fast.worldmap`), and the table
 sorts with a few lines of plain JavaScript.
@@ -26,12 +27,14 @@ import importlib
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._internal.safe_files import check_tree, write_atomic
 from ..exceptions import AglIOError
+from .duplicates import duplicates_section
 from .figures import (
     DISTRIBUTIONS,
     OUTCOMES,
@@ -55,6 +58,7 @@ __all__ = [
     "REQUIRES",
     "THRESHOLD_COLUMNS",
     "check_dependencies",
+    "duplicates_section",
     "failed_rows",
     "failure_reasons",
     "map_svg",
@@ -106,6 +110,12 @@ def _map(table: pa.Table) -> str:
         f'<img alt="where the clips were recorded" src="data:image/png;base64,{png_base64(fig)}">'
         f"<figcaption>more than {MAP_SVG_POINTS} clips: drawn as an image</figcaption>"
     )
+
+
+def _duplicates(table: pa.Table, summary: dict[str, Any]) -> str:
+    """The duplicate recordings' section, when the output was deduplicated."""
+    section = duplicates_section(table, summary)
+    return f"<h2 id='duplicates'>Duplicate recordings</h2>{section}" if section else ""
 
 
 def write_report(
@@ -165,6 +175,7 @@ def write_report(
         f"<table id='summary'>{table_rows}</table>"
         f"<h2>Where the clips were recorded</h2><figure id='map'>{_map(table)}</figure>"
         f"<h2>Files that did not pass</h2>{failed_table_html(table, max_rows)}"
+        f"{_duplicates(table, summary)}"
         f"<h2>Distributions</h2><p class='note'>Dashed lines: the limits this run applied."
         f"</p><div class='figures' data-count='{len(figures)}'>{figs}</div>"
         f"<script>{SORT_JS}</script></body></html>"

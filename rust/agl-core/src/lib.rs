@@ -13,6 +13,7 @@ pub mod db;
 pub mod error;
 pub mod fastmath;
 pub mod features;
+pub mod fingerprint;
 pub mod geo;
 pub mod lanefft;
 pub mod mel;

@@ -12,6 +12,7 @@ mod audio;
 mod compat;
 mod errors;
 mod features;
+mod fingerprint;
 mod gateway;
 mod geo;
 mod input;
@@ -29,6 +30,19 @@ fn default_threads() -> PyResult<usize> {
 #[pyfunction]
 fn max_threads() -> usize {
     agl_core::parallel::max_threads()
+}
+
+/// The fingerprint's analysis constants and default pairing thresholds.
+fn fingerprint_consts(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use agl_core::fingerprint as fp;
+    m.add("FP_ANALYSIS_SR", fp::ANALYSIS_SR)?;
+    m.add("FP_HOP", fp::HOP)?;
+    m.add("FP_N_FFT", fp::N_FFT)?;
+    m.add("FP_HASH_BITS", fp::HASH_BITS)?;
+    m.add("FP_MIN_DISTINCT", fp::MIN_DISTINCT)?;
+    m.add("FP_MIN_SCORE", fp::MIN_SCORE)?;
+    m.add("FP_MIN_MATCHES", fp::MIN_MATCHES)?;
+    Ok(())
 }
 
 #[pymodule]
@@ -76,6 +90,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(room::room_parameters, m)?)?;
     m.add_function(wrap_pyfunction!(room::edc_distance, m)?)?;
     m.add_function(wrap_pyfunction!(room::fftconvolve, m)?)?;
+    fingerprint_consts(m)?;
+    m.add_function(wrap_pyfunction!(fingerprint::fingerprint_many, m)?)?;
+    m.add_function(wrap_pyfunction!(fingerprint::pair, m)?)?;
     m.add_function(wrap_pyfunction!(compat::pcen, m)?)?;
     m.add_function(wrap_pyfunction!(compat::resample_poly_f32, m)?)?;
     m.add_function(wrap_pyfunction!(compat::resample_poly_f64, m)?)?;
