@@ -468,7 +468,7 @@ pub fn ipd_batch(
                 &n_frames,
                 Layout::WidthTime { width: 2 * nm },
                 run,
-                || LaneBins::new(&fft),
+                || LaneBins::new(fft),
                 |s, item, t0, n, vals| {
                     let (l, r) = items[item];
                     s.block(&plan, &Source::plain(l), &Source::plain(r), t0, n)?;
@@ -630,7 +630,7 @@ pub fn bat_batch(
                 &n_frames,
                 layout,
                 run,
-                || LaneBins::new(&fft),
+                || LaneBins::new(fft),
                 |s, item, t0, n, vals| {
                     let (l, r) = sources(item);
                     s.block(&plan, &l, &r, t0, n)?;
