@@ -7,7 +7,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::lanes::LaneFft;
 use super::rfft::RealFft;
@@ -27,29 +27,54 @@ enum Kind {
     Real64,
 }
 
-type Cache = HashMap<(Kind, usize), Box<dyn Any + Send + Sync>>;
+/// The plans by kind and length, and the planners that made them (RustFFT's
+/// planners share the sub-transforms and twiddles of the plans they make).
+struct Cache {
+    plans: HashMap<(Kind, usize), Box<dyn Any + Send + Sync>>,
+    complex: rustfft::FftPlanner<f32>,
+    scalar: rustfft::FftPlannerScalar<f32>,
+    real: realfft::RealFftPlanner<f32>,
+    real64: realfft::RealFftPlanner<f64>,
+}
+
+fn cache() -> MutexGuard<'static, Cache> {
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            Mutex::new(Cache {
+                plans: HashMap::new(),
+                complex: rustfft::FftPlanner::new(),
+                scalar: rustfft::FftPlannerScalar::new(),
+                real: realfft::RealFftPlanner::new(),
+                real64: realfft::RealFftPlanner::new(),
+            })
+        })
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
 
 /// The plan of `kind` for length `n`, made by `make` on first use. `make`
-/// runs outside the lock (a plan may ask for the plans it is built on); of
-/// two threads that plan one length at once, the first to store wins and
-/// both return its plan.
+/// runs outside the lock (a plan may ask for the plans it is built on, or
+/// take a planner); of two threads that plan one length at once, the first
+/// to store wins and both return its plan.
 fn cached<T>(kind: Kind, n: usize, make: impl FnOnce() -> T) -> T
 where
     T: Clone + Send + Sync + 'static,
 {
-    static PLANS: OnceLock<Mutex<Cache>> = OnceLock::new();
-    let plans = PLANS.get_or_init(Default::default);
     let stored = |g: &Cache| {
-        g.get(&(kind, n))
+        g.plans
+            .get(&(kind, n))
             .and_then(|p| p.downcast_ref::<T>())
             .cloned()
     };
-    if let Some(p) = stored(&plans.lock().unwrap_or_else(|e| e.into_inner())) {
+    if let Some(p) = stored(&cache()) {
         return p;
     }
     let made = make();
-    let mut g = plans.lock().unwrap_or_else(|e| e.into_inner());
-    g.entry((kind, n)).or_insert_with(|| Box::new(made.clone()));
+    let mut g = cache();
+    g.plans
+        .entry((kind, n))
+        .or_insert_with(|| Box::new(made.clone()));
     stored(&g).unwrap_or(made)
 }
 
@@ -68,26 +93,23 @@ pub fn rfft_plan(n: usize) -> Arc<RealFft> {
 /// where SIMD is switched off, see [`crate::fastmath::simd_enabled`]).
 pub fn cfft_plan(n: usize) -> Arc<dyn rustfft::Fft<f32>> {
     cached(Kind::Complex, n, || {
+        let mut g = cache();
         if crate::fastmath::simd_enabled() {
-            rustfft::FftPlanner::new().plan_fft_forward(n)
+            g.complex.plan_fft_forward(n)
         } else {
-            rustfft::FftPlannerScalar::new().plan_fft_forward(n)
+            g.scalar.plan_fft_forward(n)
         }
     })
 }
 
 /// The inverse (complex-to-real) FFT of `n` samples, f32.
 pub fn irfft_plan(n: usize) -> Arc<dyn realfft::ComplexToReal<f32>> {
-    cached(Kind::Inverse, n, || {
-        realfft::RealFftPlanner::new().plan_fft_inverse(n)
-    })
+    cached(Kind::Inverse, n, || cache().real.plan_fft_inverse(n))
 }
 
 /// The forward real FFT of `n` samples, f64.
 pub fn rfft64_plan(n: usize) -> Arc<dyn realfft::RealToComplex<f64>> {
-    cached(Kind::Real64, n, || {
-        realfft::RealFftPlanner::new().plan_fft_forward(n)
-    })
+    cached(Kind::Real64, n, || cache().real64.plan_fft_forward(n))
 }
 
 #[cfg(test)]
