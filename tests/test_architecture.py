@@ -52,36 +52,13 @@ LONG_REASON = "// Long:"
 #: Python modules that still take private names from a sibling module.
 PRIVATE_IMPORTS_TO_REMOVE: set[str] = set()
 #: Files that still allow ``clippy::too_many_arguments``.
-RUST_ALLOWANCES_TO_REMOVE = {"agl-core/src/stft64.rs"}
+RUST_ALLOWANCES_TO_REMOVE: set[str] = set()
 #: Files over 1,000 lines, to split.
-RUST_LONG_FILES_TO_SPLIT = {
-    "agl-core/src/lanefft.rs",
-    "agl-core/src/quality.rs",
-    "agl-core/src/room.rs",
-    "agl-core/src/stft.rs",
-}
+RUST_LONG_FILES_TO_SPLIT: set[str] = set()
 #: Functions over 80 lines, to split (or to give their reason).
-RUST_LONG_FUNCTIONS_TO_SPLIT = {
-    "agl-core/src/audio/guard.rs walk",
-    "agl-core/src/batch.rs run_blockwise",
-    "agl-core/src/batch.rs run_framewise",
-    "agl-core/src/convolve.rs convolve_batch",
-    "agl-core/src/features.rs bat_batch",
-    "agl-core/src/features.rs every_lane_feature_finds_a_bad_sample_anywhere",
-    "agl-core/src/geo/karney.rs distance",
-    "agl-core/src/geo/karney.rs inverse_start",
-    "agl-core/src/geo/karney_ref.rs distance",
-    "agl-core/src/room.rs room_params_impl",
-    "agl-core/src/stft64.rs sinks_reduce_the_complex_spectrum",
-    "agl-core/src/stft64.rs stft_f64_sink_into",
-    "agl-core/tests/fuzz_decode.rs mutated_files_decode_or_fail_cleanly",
-    "agl-py/src/audio.rs load_many",
-    "agl-py/src/gateway.rs run",
-}
+RUST_LONG_FUNCTIONS_TO_SPLIT: set[str] = set()
 #: Module cycles, to break (each a group of one crate's modules).
-RUST_CYCLES_TO_BREAK = [
-    ["agl-core: features", "agl-core: mel", "agl-core: rfft", "agl-core: stft", "agl-core: stft64"]
-]
+RUST_CYCLES_TO_BREAK: list[list[str]] = []
 
 
 def _module_parts(path: Path, root: Path = ROOT) -> tuple[list[str], list[str]]:

@@ -5,8 +5,8 @@
 //! Throughput is in frames; GFLOP/s follow as
 //! `frames/s * 2.5 n log2(n) / 1e9` (the usual count for a real FFT).
 mod common;
-use agl_core::lanefft::{LaneFft, LANES};
-use agl_core::rfft::RealFft;
+use agl_core::spectral::lanes::{LaneFft, LANES};
+use agl_core::spectral::rfft::RealFft;
 use common::noise;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use num_complex::Complex32;
@@ -39,7 +39,7 @@ fn bench(c: &mut Criterion) {
             })
         });
 
-        let half = RealFft::new(n);
+        let half = RealFft::new(n, agl_core::spectral::plans::cfft_plan);
         let mut inp = half.make_input_vec();
         let mut out: Vec<Complex32> = half.make_output_vec();
         let mut scr = half.make_scratch_vec();

@@ -2,7 +2,7 @@
 # mypy.stubtest in the test suite). One section per feature family.
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -71,17 +71,13 @@ __all__ = [
     "probe",
     "quality_metrics",
     "resample_array",
-    "resample_poly_f32",
-    "resample_poly_f64",
+    "resample_poly",
     "rms",
     "room_parameters",
     "spectral_flatness",
     "spectrogram",
-    "spectrogram_f64",
     "stft",
-    "stft_f64",
     "to_db",
-    "to_db_f64",
 ]
 
 _Out = tuple[
@@ -132,16 +128,36 @@ def mel_filterbank(n_fft: int, mel: MelParams) -> npt.NDArray[np.float32]: ...
 def kaldi_mel_filterbank(
     sr: float, n_fft: int, n_mels: int, fmin: float, fmax: float
 ) -> npt.NDArray[np.float32]: ...
+@overload
 def stft(
-    signals: Any, framing: Framing, extent: int | None = None, n_threads: int | None = None
+    signals: Any,
+    framing: Framing,
+    extent: int | None = None,
+    n_threads: int | None = None,
+    double: Literal[False] = False,
+    single: bool = False,
+    frame_major: bool = False,
 ) -> _Out: ...
+@overload
+def stft(
+    signals: npt.NDArray[np.float64] | npt.NDArray[np.float32],
+    framing: Framing,
+    extent: None = None,
+    n_threads: int | None = None,
+    *,
+    double: Literal[True],
+    single: bool = False,
+    frame_major: bool = False,
+) -> tuple[int, npt.NDArray[np.complexfloating[Any, Any]]]: ...
 def spectrogram(
     signals: Any,
     framing: Framing,
     power: float = 2.0,
     extent: int | None = None,
     n_threads: int | None = None,
-) -> _Out: ...
+    mel: MelParams | None = None,
+    frame_major: bool = False,
+) -> Any: ...  # _Out for a float32 batch; (frames, float64 data) for float64 rows
 def melspectrogram(
     signals: Any,
     framing: Framing,
@@ -171,36 +187,13 @@ def efficientat(
     n_threads: int | None = None,
 ) -> _Out: ...
 def to_db(
-    x: Any,
+    x: npt.NDArray[np.float32] | npt.NDArray[np.float64],
     db_ref: float | None = ...,
     amin: float = 1e-10,
     top_db: float | None = ...,
     amplitude: bool = False,
     n_threads: int | None = None,
-) -> npt.NDArray[np.float32]: ...
-def to_db_f64(
-    x: npt.NDArray[np.float64],
-    db_ref: float | None = ...,
-    amin: float = 1e-10,
-    top_db: float | None = ...,
-    amplitude: bool = False,
-    n_threads: int | None = None,
-) -> npt.NDArray[np.float64]: ...
-def stft_f64(
-    rows: npt.NDArray[np.float64] | npt.NDArray[np.float32],
-    framing: Framing,
-    n_threads: int | None = None,
-    single: bool = False,
-    frame_major: bool = False,
-) -> tuple[int, npt.NDArray[np.complexfloating[Any, Any]]]: ...
-def spectrogram_f64(
-    rows: npt.NDArray[np.float64] | npt.NDArray[np.float32],
-    framing: Framing,
-    power: float = 2.0,
-    mel: MelParams | None = None,
-    n_threads: int | None = None,
-    frame_major: bool = False,
-) -> tuple[int, npt.NDArray[np.float64]]: ...
+) -> Any: ...  # an array of the dtype of x
 
 # --- geo --------------------------------------------------------------------
 def haversine(
@@ -358,19 +351,11 @@ def fftconvolve(
 def pcen(
     s: npt.NDArray[np.float64], zi: npt.NDArray[np.float64], options: Mapping[str, Any]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
-def resample_poly_f32(
-    x: npt.NDArray[np.float32],
-    h: npt.NDArray[np.float32],
+def resample_poly(
+    x: npt.NDArray[np.float32] | npt.NDArray[np.float64],
+    h: npt.NDArray[np.float32] | npt.NDArray[np.float64],
     up: int,
     down: int,
     offset: int,
     n_out: int,
-) -> npt.NDArray[np.float32]: ...
-def resample_poly_f64(
-    x: npt.NDArray[np.float64],
-    h: npt.NDArray[np.float64],
-    up: int,
-    down: int,
-    offset: int,
-    n_out: int,
-) -> npt.NDArray[np.float64]: ...
+) -> Any: ...  # an array of the dtype of x

@@ -77,10 +77,10 @@ def _to_db(
     # float32: such calls take the double-precision kernel and come back as
     # float32.
     wide = amplitude and not double and ((r is not None and abs(r) > 1e18) or amin < 1e-18)
-    kernel = _native.to_db_f64 if (double or wide) else _native.to_db
     flat = a.reshape(1, -1) if a.ndim == 0 else a
     rows = flat.reshape(flat.shape[0], -1) if (per_item and flat.ndim > 1) else flat.reshape(1, -1)
-    out = kernel(
+    # The kernel runs in the precision of the array it is given.
+    out = _native.to_db(
         np.ascontiguousarray(rows, dtype=np.float64) if (double or wide) else rows,
         r,
         float(amin),

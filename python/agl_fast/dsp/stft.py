@@ -163,7 +163,14 @@ def stft_double(
     librosa's for float32 input). ``y`` is already padded by
     :func:`pad_signal`."""
     rows = _double_rows(y, allow_copy)
-    n_t, data = _native.stft_f64(rows, frame, resolve_threads(n_threads), single, frame_major=True)
+    n_t, data = _native.stft(
+        rows,
+        frame,
+        n_threads=resolve_threads(n_threads),
+        double=True,
+        single=single,
+        frame_major=True,
+    )
     return _frame_major(data, y.shape[:-1], frame.n_fft // 2 + 1, n_t)
 
 
@@ -192,8 +199,13 @@ def spectrogram_double(
     # The power spectrogram keeps the STFT's frame-major layout (as
     # librosa's ``np.abs(stft) ** power`` does); a mel projection is
     # written in C order, as librosa's.
-    n_t, data = _native.spectrogram_f64(
-        rows, frame, real("power", power), mel, resolve_threads(n_threads), frame_major=mel is None
+    n_t, data = _native.spectrogram(
+        rows,
+        frame,
+        real("power", power),
+        n_threads=resolve_threads(n_threads),
+        mel=mel,
+        frame_major=mel is None,
     )
     width = data.size // (n_t * rows.shape[0])  # 1 + n_fft // 2, or n_mels
     if mel is None:

@@ -9,9 +9,6 @@
 use rayon::prelude::*;
 
 use crate::error::{try_grow, AglError, Result};
-use crate::lanefft::{
-    flat, flat_mut, gather_row, stream_copy, stream_fence, transpose_out, BlockRow, LANES, V,
-};
 use crate::parallel::{install, Cancel};
 
 /// Where a frame's row goes inside one item's output block.
@@ -97,7 +94,7 @@ const OUTPUT_WHAT: &str = "the feature output";
 /// An empty output buffer with room for `n` values (see
 /// [`with_output_allocator`]), or [`crate::AglError::Memory`] when the
 /// allocation is refused.
-fn output_buffer(n: usize) -> Result<Vec<f32>> {
+pub(crate) fn output_buffer(n: usize) -> Result<Vec<f32>> {
     let mut v = match OUTPUT_ALLOC.with(|c| c.get()) {
         // SAFETY: set by `with_output_allocator`, which keeps the target
         // alive while the pointer is installed.
@@ -117,7 +114,7 @@ const HUGE_PAGE_MIN: usize = 8 << 20;
 /// freshly mapped output of hundreds of megabytes otherwise takes one page
 /// fault per 4 KiB on first write, which costs about as much system time
 /// as the transform itself.
-fn huge_pages<T>(v: &[T]) {
+pub(crate) fn huge_pages<T>(v: &[T]) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
@@ -153,53 +150,33 @@ impl Zeroed for num_complex::Complex32 {
     }
 }
 
-struct SyncPtr<T>(*mut T);
+pub(crate) struct SyncPtr<T>(pub(crate) *mut T);
 // SAFETY: the pointer is only used to write disjoint indices (see below).
 unsafe impl<T: Send> Sync for SyncPtr<T> {}
 unsafe impl<T: Send> Send for SyncPtr<T> {}
 
 /// Frames per task so that there are several tasks per worker, but each is
 /// long enough to amortise scheduling. Always a multiple of `multiple`
-/// (even for the frame engine, [`LANES`] for the block engine), so kernels
+/// (even for the frame engine, the lane count for the block engine), so kernels
 /// that transform frames two or sixteen at a time group the same frames
 /// whatever the thread count.
-fn chunk_frames(total_frames: usize, threads: usize, multiple: usize) -> usize {
+pub(crate) fn chunk_frames(total_frames: usize, threads: usize, multiple: usize) -> usize {
     let c = (total_frames / (threads.max(1) * 8)).clamp(16, 256);
     c.div_ceil(multiple) * multiple
 }
 
-/// Fewest rows of a frequency-major output for which a task computes one
-/// block past its frames so that it writes whole 64-byte lines only (see
-/// [`row_run`]). Measured one thread, 60 s clips at n_fft 1024: the 513
-/// rows of a power spectrogram take 8 % less time; for 128 mel rows, the
-/// sixteenth more transforms cost more than the lines save (1-3 %).
-const WHOLE_LINE_ROWS: usize = 256;
-
-/// Where the frames of a frequency-major row (its frame 0 at `row`, `nf`
-/// frames) pass from the task before task boundary `t` to the task from it:
-/// the first frame from `t` on that starts a 64-byte line, clamped to `nf`
-/// (`t` itself at the row's two ends). Every task writes its runs of whole
-/// lines with non-temporal stores and no other task writes into them; a line
-/// split between two tasks would be written with ordinary stores, each of
-/// which first reads the line from memory, and measured that halves the
-/// speed of the output copy. The task before `t` computes the frames up to
-/// this point, at most one block past its own.
-fn row_run(row: *const f32, t: usize, nf: usize) -> usize {
-    if t == 0 || t >= nf {
-        return t.min(nf);
-    }
-    let misaligned = (row as usize).wrapping_add(t * 4) % 64 / 4;
-    (t + (16 - misaligned) % 16).min(nf)
-}
-
 /// The output buffer of a batch: zeroed data, item offsets and frame axes.
-struct Plan {
-    data_len: usize,
-    offsets: Vec<usize>,
-    extents: Vec<usize>,
+pub(crate) struct Plan {
+    pub(crate) data_len: usize,
+    pub(crate) offsets: Vec<usize>,
+    pub(crate) extents: Vec<usize>,
 }
 
-fn plan_output(n_frames: &[usize], layout: Layout, extent: Option<usize>) -> Result<Plan> {
+pub(crate) fn plan_output(
+    n_frames: &[usize],
+    layout: Layout,
+    extent: Option<usize>,
+) -> Result<Plan> {
     let extents: Vec<usize> = match extent {
         Some(e) => vec![e.max(n_frames.iter().copied().max().unwrap_or(0)); n_frames.len()],
         None => n_frames.to_vec(),
@@ -226,7 +203,7 @@ fn plan_output(n_frames: &[usize], layout: Layout, extent: Option<usize>) -> Res
 }
 
 /// (item, first frame, end frame) tasks of at most `chunk` frames.
-fn make_tasks(n_frames: &[usize], chunk: usize) -> Vec<(usize, usize, usize)> {
+pub(crate) fn make_tasks(n_frames: &[usize], chunk: usize) -> Vec<(usize, usize, usize)> {
     let mut tasks = Vec::new();
     for (item, &nf) in n_frames.iter().enumerate() {
         let mut t0 = 0;
@@ -324,25 +301,7 @@ where
                     // block [offsets[item], offsets[item + 1]), which lies
                     // within `data` (allocated above with `data_len` values
                     // and not touched otherwise until all tasks finish).
-                    unsafe {
-                        match layout {
-                            Layout::ChannelsTimeWidth { channels, width } => {
-                                for c in 0..channels {
-                                    let dst = out_ref.0.add(base + (c * ext + t) * width);
-                                    std::ptr::copy_nonoverlapping(
-                                        row.as_ptr().add(c * width),
-                                        dst,
-                                        width,
-                                    );
-                                }
-                            }
-                            Layout::WidthTime { width } => {
-                                for (w, v) in row.iter().enumerate().take(width) {
-                                    *out_ref.0.add(base + w * ext + t) = *v;
-                                }
-                            }
-                        }
-                    }
+                    unsafe { write_row(out_ref.0.add(base), layout, ext, t, row) };
                 }
                 Ok(())
             },
@@ -357,182 +316,27 @@ where
     })
 }
 
-/// Run a block kernel over a batch: like [`run_framewise`], but the kernel
-/// computes up to [`LANES`] consecutive frames of one item at once.
+/// Write frame `t`'s `row` into an item's block at `item` (frame axis of
+/// `ext` frames), laid out as `layout` says.
 ///
-/// `block(scratch, item, t0, n, values)` fills the `row_len` vectors of
-/// `values`: value `w` of the row of frame `t0 + i` (`i < n`) in lane `i` of
-/// `values[w]`, so a frequency-major item gets each row of `n` frames as one
-/// contiguous copy. An error from `block` stops the run and is returned.
-/// Blocks start at multiples of [`LANES`] within an item, whatever the
-/// thread count.
-pub fn run_blockwise<S, I, F>(
-    n_frames: &[usize],
-    layout: Layout,
-    run: RunOpts<'_>,
-    init: I,
-    block: F,
-) -> Result<FrameOutput<f32>>
-where
-    I: Fn() -> S + Sync + Send,
-    F: Fn(&mut S, usize, usize, usize, &mut [V]) -> Result<()> + Sync + Send,
-{
-    let RunOpts {
-        extent,
-        n_threads,
-        cancel,
-    } = run;
-    let Plan {
-        data_len,
-        offsets,
-        extents,
-    } = plan_output(n_frames, layout, extent)?;
-    let threads = crate::parallel::resolve_threads(n_threads)?;
-    // Every value is written below (frames by the tasks, padding after
-    // them), so the buffer is not zeroed first; its length is set once all
-    // writes are done.
-    let mut data = output_buffer(data_len)?;
-    huge_pages(data.spare_capacity_mut());
-    let total_frames: usize = n_frames.iter().sum();
-    let tasks = make_tasks(n_frames, chunk_frames(total_frames, threads, LANES));
-
-    let row_len = layout.row_len();
-    let out = SyncPtr(data.as_mut_ptr());
-    let out_ref = &out;
-    let offsets_ref = &offsets;
-    let extents_ref = &extents;
-    let result: Result<()> = install(n_threads, || {
-        tasks.par_iter().try_for_each_init(
-            || (init(), vec![V::ZERO; row_len], Vec::<V>::new()),
-            |(scratch, vals, stage), &(item, t0, t1)| -> Result<()> {
-                cancel.check()?;
-                let base = offsets_ref[item];
-                let ext = extents_ref[item];
-                // Frames computed: the task's own, and for a wide
-                // frequency-major output one block past them (see `row_run`).
-                let whole_lines =
-                    matches!(layout, Layout::WidthTime { width } if width >= WHOLE_LINE_ROWS);
-                let t_end = if whole_lines {
-                    t1.saturating_add(LANES).min(n_frames[item])
-                } else {
-                    t1
-                };
-                let span = t_end - t0;
-                match layout {
-                    Layout::WidthTime { width } => {
-                        // The task's blocks one after another, each as the
-                        // kernel leaves it (row w of block k in vector
-                        // `k * row_len + w`), so the kernel writes there
-                        // directly; each row is then gathered across the
-                        // blocks and written out as one contiguous run of
-                        // long sequential stores (`gather_row`).
-                        stage.resize(span.div_ceil(LANES) * row_len, V::ZERO);
-                        for (vals, b0) in stage
-                            .chunks_exact_mut(row_len)
-                            .zip((t0..t_end).step_by(LANES))
-                        {
-                            block(scratch, item, b0, (t_end - b0).min(LANES), vals)?;
-                        }
-                        let nf = n_frames[item];
-                        for w in 0..width {
-                            let start = out_ref.0.wrapping_add(base + w * ext);
-                            let run = if whole_lines {
-                                row_run(start, t0, nf)..row_run(start, t1, nf)
-                            } else {
-                                t0..t1
-                            };
-                            // SAFETY: the runs of one row partition its
-                            // frames 0 .. nf among the item's tasks
-                            // (`row_run`), so these frames belong to this
-                            // task alone, lie inside item's block, and were
-                            // computed (t0 <= run.start, run.end <= t_end).
-                            unsafe {
-                                gather_row(
-                                    start.add(run.start),
-                                    &BlockRow {
-                                        blocks: stage,
-                                        stride: row_len,
-                                        row: w,
-                                        first: run.start - t0,
-                                    },
-                                    run.len(),
-                                )
-                            };
-                        }
-                    }
-                    Layout::ChannelsTimeWidth { channels, width } => {
-                        // One channel of a block of frames, frame-major, held
-                        // as vectors so that it starts on a cache line.
-                        stage.resize(width, V::ZERO);
-                        let stage = flat_mut(stage);
-                        for b0 in (t0..t_end).step_by(LANES) {
-                            let n = (t_end - b0).min(LANES);
-                            block(scratch, item, b0, n, vals)?;
-                            let raw: &[V] = vals;
-                            let vals = flat(vals);
-                            // SAFETY: as in `run_framewise`: frames b0 .. b0 + n
-                            // of `item` belong to this task alone, and every
-                            // index written lies inside item's block of `data`.
-                            unsafe {
-                                if n == LANES && width.is_multiple_of(16) {
-                                    // Sixteen whole frames: 16 x 16 transposes
-                                    // into `stage` (in L1), then one streaming
-                                    // copy per channel, as the block's frames
-                                    // of a channel are one contiguous run of
-                                    // the output: the output's cache lines
-                                    // are written without being read first.
-                                    for c in 0..channels {
-                                        for w0 in (0..width).step_by(16) {
-                                            let src = &raw[c * width + w0..c * width + w0 + 16];
-                                            transpose_out(src, stage.as_mut_ptr().add(w0), width);
-                                        }
-                                        let dst = out_ref.0.add(base + (c * ext + b0) * width);
-                                        stream_copy(dst, &stage[..LANES * width]);
-                                    }
-                                    continue;
-                                }
-                                for c in 0..channels {
-                                    for i in 0..n {
-                                        let dst = out_ref.0.add(base + (c * ext + b0 + i) * width);
-                                        let src = &vals[c * width * LANES + i..];
-                                        for w in 0..width {
-                                            *dst.add(w) = src[w * LANES];
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                stream_fence();
-                Ok(())
-            },
-        )
-    })?;
-    result?;
-    // Zeros past each item's last frame (the padded frame axis).
-    for (item, (&nf, &ext)) in n_frames.iter().zip(&extents).enumerate() {
-        let base = offsets[item];
-        let (rows, width) = match layout {
-            Layout::WidthTime { width } => (width, 1),
-            Layout::ChannelsTimeWidth { channels, width } => (channels, width),
-        };
-        for r in 0..rows {
-            let (lo, hi) = (base + (r * ext + nf) * width, base + (r + 1) * ext * width);
-            // SAFETY: [lo, hi) lies inside item's block, within capacity.
-            unsafe { std::ptr::write_bytes(out.0.add(lo), 0, hi - lo) };
+/// # Safety
+/// `item` must be valid for writes of the whole block (`layout.row_len() *
+/// ext` values), `t < ext`, and no other thread may write frame `t`.
+#[inline(always)]
+unsafe fn write_row<T: Copy>(item: *mut T, layout: Layout, ext: usize, t: usize, row: &[T]) {
+    match layout {
+        Layout::ChannelsTimeWidth { channels, width } => {
+            for c in 0..channels {
+                let dst = item.add((c * ext + t) * width);
+                std::ptr::copy_nonoverlapping(row.as_ptr().add(c * width), dst, width);
+            }
+        }
+        Layout::WidthTime { width } => {
+            for (w, v) in row.iter().enumerate().take(width) {
+                *item.add(w * ext + t) = *v;
+            }
         }
     }
-    // SAFETY: the tasks wrote every frame value of every item (all tasks
-    // succeeded) and the loop above every padding value: all `data_len`
-    // values are initialised.
-    unsafe { data.set_len(data_len) };
-    Ok(FrameOutput {
-        data,
-        offsets,
-        extents,
-        n_frames: n_frames.to_vec(),
-    })
 }
 
 /// Check every item with `check(i, item)` on the thread pool; the error of
@@ -574,161 +378,4 @@ where
             })
             .collect::<Result<Vec<T>>>()
     })?
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::parallel::never;
-
-    fn value(item: usize, t: usize, w: usize) -> f32 {
-        (item * 1_000_000 + t * 1000 + w) as f32
-    }
-
-    /// The block engine lays frames out as the frame engine does, pads with
-    /// zeros, and does not depend on the thread count.
-    #[test]
-    fn blocks_match_frames_in_both_layouts() {
-        let n_frames = [1usize, 16, 17, 40, 0, 300, 1001];
-        let layouts = [
-            Layout::WidthTime { width: 5 },
-            // Wide enough that tasks write whole lines (`row_run`), with
-            // rows starting at every offset within a line.
-            Layout::WidthTime {
-                width: WHOLE_LINE_ROWS + 1,
-            },
-            Layout::ChannelsTimeWidth {
-                channels: 3,
-                width: 4,
-            },
-            // Whole rows of 16: the transposed writes.
-            Layout::ChannelsTimeWidth {
-                channels: 2,
-                width: 32,
-            },
-        ];
-        for layout in layouts {
-            for extent in [None, Some(310)] {
-                let want: FrameOutput<f32> = run_framewise(
-                    &n_frames,
-                    layout,
-                    RunOpts {
-                        extent,
-                        n_threads: Some(1),
-                        cancel: never(),
-                    },
-                    || (),
-                    |_, item, t, row| {
-                        for (w, v) in row.iter_mut().enumerate() {
-                            *v = value(item, t, w);
-                        }
-                    },
-                )
-                .unwrap();
-                for threads in [1, 2, 3] {
-                    let got = run_blockwise(
-                        &n_frames,
-                        layout,
-                        RunOpts {
-                            extent,
-                            n_threads: Some(threads),
-                            cancel: never(),
-                        },
-                        || (),
-                        |_, item, t0, n, vals| {
-                            for (w, v) in vals.iter_mut().enumerate() {
-                                for l in 0..LANES {
-                                    // Lanes past n hold garbage the engine must not copy.
-                                    v.0[l] = if l < n {
-                                        value(item, t0 + l, w)
-                                    } else {
-                                        f32::NAN
-                                    };
-                                }
-                            }
-                            Ok(())
-                        },
-                    )
-                    .unwrap();
-                    assert_eq!(got.offsets, want.offsets);
-                    assert_eq!(got.extents, want.extents);
-                    assert_eq!(
-                        got.data, want.data,
-                        "{layout:?} {extent:?} {threads} threads"
-                    );
-                }
-            }
-        }
-    }
-
-    /// The runs of a row partition its frames whatever the row's alignment:
-    /// each starts on a 64-byte line but at the row's first frame, ends at
-    /// most 15 frames (less than a block) past its task boundary, and never
-    /// past the row.
-    #[test]
-    fn row_runs_partition_a_row_into_whole_lines() {
-        let buf = vec![0f32; 64];
-        let line = buf.as_ptr().wrapping_add(buf.as_ptr().align_offset(64));
-        for shift in 0..16 {
-            let row = line.wrapping_add(shift);
-            for nf in [0usize, 1, 15, 16, 17, 31, 256, 257, 1000] {
-                for chunk in [16usize, 48, 256] {
-                    let mut at = 0;
-                    for t in (chunk..nf).step_by(chunk).chain([nf]) {
-                        let end = row_run(row, t, nf);
-                        assert!(end >= t && end < t + LANES && end <= nf);
-                        assert!(end >= at, "runs out of order");
-                        if end < nf {
-                            assert_eq!(row.wrapping_add(end) as usize % 64, 0, "{shift} {nf} {t}");
-                        }
-                        at = end;
-                    }
-                    assert_eq!(at, nf);
-                    assert_eq!(row_run(row, 0, nf), 0);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn output_buffers_come_from_the_installed_allocator() {
-        let calls = std::cell::Cell::new(0usize);
-        let alloc = |n: usize| {
-            calls.set(calls.get() + 1);
-            Vec::with_capacity(n)
-        };
-        let out = with_output_allocator(&alloc, || {
-            run_blockwise(
-                &[20],
-                Layout::WidthTime { width: 2 },
-                RunOpts {
-                    extent: None,
-                    n_threads: Some(1),
-                    cancel: never(),
-                },
-                || (),
-                |_, _, _, _, vals| {
-                    vals.iter_mut().for_each(|v| *v = V::splat(1.0));
-                    Ok(())
-                },
-            )
-            .unwrap()
-        });
-        assert_eq!(calls.get(), 1);
-        assert_eq!(out.data, vec![1.0; 40]);
-        // Removed again once the scope ends.
-        run_blockwise(
-            &[3],
-            Layout::WidthTime { width: 1 },
-            RunOpts {
-                extent: None,
-                n_threads: Some(1),
-                cancel: never(),
-            },
-            || (),
-            |_, _, _, _, _| Ok(()),
-        )
-        .unwrap();
-        assert_eq!(calls.get(), 1);
-    }
 }

@@ -8,15 +8,13 @@
 //! a source through a RIR).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
 
 use num_complex::Complex32;
 use rayon::prelude::*;
-use realfft::{ComplexToReal, RealFftPlanner};
 
 use crate::error::{check_finite, try_zeroed, AglError, Result};
 use crate::parallel::{install, Cancel};
-use crate::stft::rfft_plan;
+use crate::spectral::plans::{irfft_plan, rfft_plan};
 
 /// Which part of the full convolution is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,22 +50,6 @@ impl ConvMode {
             ConvMode::Truncate => (0, n),
         }
     }
-}
-
-fn irfft_plan(n: usize) -> Arc<dyn ComplexToReal<f32>> {
-    type Cache = Mutex<(
-        RealFftPlanner<f32>,
-        HashMap<usize, Arc<dyn ComplexToReal<f32>>>,
-    )>;
-    static PLANS: OnceLock<Cache> = OnceLock::new();
-    let m = PLANS.get_or_init(|| Mutex::new((RealFftPlanner::new(), HashMap::new())));
-    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = g.1.get(&n) {
-        return p.clone();
-    }
-    let p = g.0.plan_fft_inverse(n);
-    g.1.insert(n, p.clone());
-    p
 }
 
 /// Smallest even `2^a 3^b 5^c >= n` (`a >= 1`: sizes the real FFT handles
@@ -188,46 +170,21 @@ pub struct ConvOutput {
 /// Longest impulse response (its overlap-add transform is 8 times longer).
 pub const MAX_IR: usize = 1 << 27;
 
-/// Convolve source `i` with every channel of `irs[i]`.
-pub fn convolve_batch(
-    sources: &[&[f32]],
-    irs: &[Vec<&[f32]>],
-    mode: ConvMode,
-    n_threads: Option<usize>,
-    cancel: &Cancel,
-) -> Result<ConvOutput> {
-    if sources.len() != irs.len() {
-        return Err(AglError::Shape(format!(
-            "one impulse response per source required, got {} sources and {} impulse responses",
-            sources.len(),
-            irs.len()
-        )));
-    }
+/// Where each item of [`convolve_batch`] goes in the output.
+struct Layout {
+    offsets: Vec<usize>,
+    channels: Vec<usize>,
+    lengths: Vec<usize>,
+}
+
+/// Check every source and impulse response, and lay out the output: item
+/// `i` takes `channels[i] * lengths[i]` values from `offsets[i]`.
+fn output_layout(sources: &[&[f32]], irs: &[Vec<&[f32]>], mode: ConvMode) -> Result<Layout> {
     let mut offsets = vec![0usize];
     let mut channels = Vec::with_capacity(sources.len());
     let mut lengths = Vec::with_capacity(sources.len());
     for (i, (x, hs)) in sources.iter().zip(irs).enumerate() {
-        if x.is_empty() {
-            return Err(AglError::Shape(format!("source {i} is empty (0 samples)")));
-        }
-        check_finite(x, &format!("source {i}"))?;
-        if hs.is_empty() {
-            return Err(AglError::Shape(format!(
-                "impulse response {i} has no channel"
-            )));
-        }
-        let l = hs[0].len();
-        for (c, h) in hs.iter().enumerate() {
-            if h.is_empty() || h.len() != l {
-                return Err(AglError::Shape(format!(
-                    "impulse response {i}: every channel must have the same non-zero length, \
-                     got {} and {} samples (channel {c})",
-                    l,
-                    h.len()
-                )));
-            }
-            check_finite(h, &format!("impulse response {i} (channel {c})"))?;
-        }
+        let l = check_item(i, x, hs)?;
         let (_, len) = mode.range(x.len(), l);
         channels.push(hs.len());
         lengths.push(len);
@@ -250,8 +207,52 @@ pub fn convolve_batch(
             ));
         }
     }
-    // IR spectra, computed once per distinct (IR, FFT size): a shared IR
-    // repeated over the batch is transformed once.
+    Ok(Layout {
+        offsets,
+        channels,
+        lengths,
+    })
+}
+
+/// Check source `i` and its impulse response's channels (non-empty,
+/// finite, of one length); returns that length.
+fn check_item(i: usize, x: &[f32], hs: &[&[f32]]) -> Result<usize> {
+    if x.is_empty() {
+        return Err(AglError::Shape(format!("source {i} is empty (0 samples)")));
+    }
+    check_finite(x, &format!("source {i}"))?;
+    if hs.is_empty() {
+        return Err(AglError::Shape(format!(
+            "impulse response {i} has no channel"
+        )));
+    }
+    let l = hs[0].len();
+    for (c, h) in hs.iter().enumerate() {
+        if h.is_empty() || h.len() != l {
+            return Err(AglError::Shape(format!(
+                "impulse response {i}: every channel must have the same non-zero length, \
+                 got {} and {} samples (channel {c})",
+                l,
+                h.len()
+            )));
+        }
+        check_finite(h, &format!("impulse response {i} (channel {c})"))?;
+    }
+    Ok(l)
+}
+
+/// The IR spectra a batch needs, one per distinct (IR, FFT size): `jobs`
+/// to transform, `spec_idx[i]` the job of each channel of item `i`, and
+/// `nffts[i]` item `i`'s FFT size.
+struct IrJobs<'a> {
+    jobs: Vec<(&'a [f32], usize)>,
+    spec_idx: Vec<Vec<usize>>,
+    nffts: Vec<usize>,
+}
+
+/// [`IrJobs`] of a batch: a shared IR repeated over the batch is
+/// transformed once.
+fn ir_jobs<'a>(sources: &[&[f32]], irs: &[Vec<&'a [f32]>]) -> IrJobs<'a> {
     let mut keys: HashMap<(usize, usize, usize), usize> = HashMap::new();
     let mut jobs: Vec<(&[f32], usize)> = Vec::new();
     let mut spec_idx: Vec<Vec<usize>> = Vec::with_capacity(sources.len());
@@ -271,6 +272,38 @@ pub fn convolve_batch(
             .collect();
         spec_idx.push(idx);
     }
+    IrJobs {
+        jobs,
+        spec_idx,
+        nffts,
+    }
+}
+
+/// Convolve source `i` with every channel of `irs[i]`.
+pub fn convolve_batch(
+    sources: &[&[f32]],
+    irs: &[Vec<&[f32]>],
+    mode: ConvMode,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<ConvOutput> {
+    if sources.len() != irs.len() {
+        return Err(AglError::Shape(format!(
+            "one impulse response per source required, got {} sources and {} impulse responses",
+            sources.len(),
+            irs.len()
+        )));
+    }
+    let Layout {
+        offsets,
+        channels,
+        lengths,
+    } = output_layout(sources, irs, mode)?;
+    let IrJobs {
+        jobs,
+        spec_idx,
+        nffts,
+    } = ir_jobs(sources, irs);
     // Everything large is sized before it is computed: the output, then the
     // spectra (a probe of their total), so a batch that cannot fit is an
     // `AglError::Memory` rather than an abort part-way.

@@ -73,6 +73,70 @@ pub fn to_db_batch(
     cancel.check()
 }
 
+/// The dB parameters of the float64 path: a fixed reference (`None` is
+/// the row's maximum), the floor and the dynamic range, as
+/// [`to_db_f64`] takes them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DbParams64 {
+    pub reference: Option<f64>,
+    pub amin: f64,
+    pub top_db: Option<f64>,
+}
+
+/// A sample type the row-wise dB conversion runs on, with its parameters
+/// and its one-row kernel.
+pub trait DbSample: Copy + Send + Sync {
+    type Params: Sync;
+    /// dB of one row of `src` into `dst` (same length).
+    fn db_row(src: &[Self], dst: &mut [Self], p: &Self::Params, amplitude: bool) -> Result<()>;
+}
+
+impl DbSample for f32 {
+    type Params = DbParams;
+    fn db_row(src: &[f32], dst: &mut [f32], p: &DbParams, amplitude: bool) -> Result<()> {
+        to_db_into(src, dst, p, amplitude)
+    }
+}
+
+impl DbSample for f64 {
+    type Params = DbParams64;
+    fn db_row(src: &[f64], dst: &mut [f64], p: &DbParams64, amplitude: bool) -> Result<()> {
+        to_db_f64(src, dst, p.reference, p.amin, p.top_db, amplitude)
+    }
+}
+
+/// `power_to_db` (or `amplitude_to_db` with `amplitude`) of each row of
+/// `src` (rows of `width` values) into the same row of `dst`, rows in
+/// parallel, in the precision of the samples: `ref=max` and `top_db` apply
+/// per row. Stops early, with an error, when `cancel` is set.
+pub fn to_db_rows<T: DbSample>(
+    src: &[T],
+    dst: &mut [T],
+    width: usize,
+    p: &T::Params,
+    amplitude: bool,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<()> {
+    use rayon::prelude::*;
+    if src.len() != dst.len() {
+        return Err(AglError::Shape(format!(
+            "output holds {} values for {} inputs",
+            dst.len(),
+            src.len()
+        )));
+    }
+    let width = width.max(1);
+    install(n_threads, || {
+        dst.par_chunks_mut(width)
+            .zip(src.par_chunks(width))
+            .try_for_each(|(row, s)| {
+                cancel.check()?;
+                T::db_row(s, row, p, amplitude)
+            })
+    })?
+}
+
 /// `power_to_db` in double precision from `src` into `dst` (same length;
 /// the float64 path, and float32 input whose squared reference would
 /// overflow): librosa's `10 log10(max(amin, |x|)) - 10 log10(max(amin,

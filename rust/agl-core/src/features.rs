@@ -7,15 +7,16 @@ use std::sync::Arc;
 use num_complex::Complex32;
 use rayon::prelude::*;
 
-use crate::batch::{run_blockwise, run_framewise, FrameOutput, Layout, RunOpts};
+use crate::batch::{run_framewise, FrameOutput, Layout, RunOpts};
 use crate::db::{power_to_db_inplace, DbParams};
 use crate::error::{check_finite, AglError, Result};
 use crate::fastmath::{db10_floor_inplace, ln_inplace, vectorized, vectorized_wide};
-use crate::lanefft::{flat, flat_mut, with_lanes, LaneFft, V};
 use crate::mel::{kaldi_mel, librosa_mel, MelBank, MelNorm};
 use crate::parallel::{install, Cancel};
-use crate::stft::{
-    check_mono, LaneCheck, LaneStft, PadMode, PairFft, Source, StereoFft, StftParams, StftPlan,
+use crate::spectral::lanes::{flat, flat_mut, with_lanes, LaneFft, V};
+use crate::spectral::{
+    check_mono, run_blockwise, LaneStft, PadMode, PairFft, Source, SpectralBatch, StereoFft,
+    StftParams, StftPlan,
 };
 use crate::window::Window;
 
@@ -43,9 +44,7 @@ fn power_from_squares(power: f32, out: &mut [f32]) {
     }
 }
 
-/// Largest magnitude exponent: `|X|^power` of any spectrum beyond it
-/// overflows or flushes to zero in float32.
-pub const MAX_POWER: f32 = 16.0;
+pub use crate::spectral::MAX_POWER;
 
 /// `power` in `(0, MAX_POWER]`.
 pub fn check_power(power: f32) -> Result<()> {
@@ -70,47 +69,47 @@ pub fn spectrogram_batch(
 ) -> Result<FrameOutput<f32>> {
     check_power(power)?;
     let plan = StftPlan::new(params.clone())?;
-    let lanes = LaneCheck::new(params.n_fft, |finite| check_mono(items, n_threads, finite))?;
+    let batch = SpectralBatch::new(params.n_fft, |finite| check_mono(items, n_threads, finite))?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
     let nf = params.n_freqs();
-    if let Some(fft) = lanes.fft() {
-        let run = run_blockwise(
-            &n_frames,
-            Layout::WidthTime { width: nf },
-            RunOpts {
-                extent,
-                n_threads,
-                cancel,
-            },
-            || LaneStft::new(fft.clone()),
-            |s, item, t0, n, vals| {
-                s.block_power(&plan, &Source::plain(items[item]), t0, n, vals)?;
-                if power != 2.0 {
-                    vectorized_wide(
-                        #[inline(always)]
-                        || power_from_squares(power, flat_mut(vals)),
-                    )
-                }
-                Ok(())
-            },
-        );
-        return lanes.finish(run);
-    }
-    run_framewise(
-        &n_frames,
-        Layout::WidthTime { width: nf },
-        RunOpts {
-            extent,
-            n_threads,
-            cancel,
+    let run = RunOpts {
+        extent,
+        n_threads,
+        cancel,
+    };
+    batch.run(
+        |fft| {
+            run_blockwise(
+                &n_frames,
+                Layout::WidthTime { width: nf },
+                run,
+                || LaneStft::new(fft.clone()),
+                |s, item, t0, n, vals| {
+                    s.block_power(&plan, &Source::plain(items[item]), t0, n, vals)?;
+                    if power != 2.0 {
+                        vectorized_wide(
+                            #[inline(always)]
+                            || power_from_squares(power, flat_mut(vals)),
+                        )
+                    }
+                    Ok(())
+                },
+            )
         },
-        || PairFft::new(params.n_fft),
-        |s, item, t, row| {
-            s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
-            vectorized(
-                #[inline(always)]
-                || spec_power_into(&s.spectrum[..nf], power, row),
-            );
+        || {
+            run_framewise(
+                &n_frames,
+                Layout::WidthTime { width: nf },
+                run,
+                || PairFft::new(params.n_fft),
+                |s, item, t, row| {
+                    s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
+                    vectorized(
+                        #[inline(always)]
+                        || spec_power_into(&s.spectrum[..nf], power, row),
+                    );
+                },
+            )
         },
     )
 }
@@ -141,61 +140,51 @@ pub fn melspectrogram_batch(
     db: Option<&DbParams>,
     run: RunOpts<'_>,
 ) -> Result<FrameOutput<f32>> {
-    let RunOpts {
-        extent,
-        n_threads,
-        cancel,
-    } = run;
+    let n_threads = run.n_threads;
     check_power(power)?;
     check_bank(bank, params)?;
     let plan = StftPlan::new(params.clone())?;
-    let lanes = LaneCheck::new(params.n_fft, |finite| check_mono(items, n_threads, finite))?;
+    let batch = SpectralBatch::new(params.n_fft, |finite| check_mono(items, n_threads, finite))?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.len()))?;
     let nf = params.n_freqs();
-    let mut out = if let Some(fft) = lanes.fft() {
-        let run = run_blockwise(
-            &n_frames,
-            Layout::WidthTime { width: bank.n_mels },
-            RunOpts {
-                extent,
-                n_threads,
-                cancel,
-            },
-            || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
-            |(s, pw), item, t0, n, vals| {
-                s.block_power(&plan, &Source::plain(items[item]), t0, n, pw)?;
-                with_lanes!(R => unsafe {
-                    if power != 2.0 {
-                        power_from_squares(power, flat_mut(pw));
-                    }
-                    bank.apply_lanes::<R>(pw, vals);
-                });
-                Ok(())
-            },
-        );
-        lanes.finish(run)?
-    } else {
-        run_framewise(
-            &n_frames,
-            Layout::WidthTime { width: bank.n_mels },
-            RunOpts {
-                extent,
-                n_threads,
-                cancel,
-            },
-            || (PairFft::new(params.n_fft), vec![0f32; nf]),
-            |(s, mag), item, t, row| {
-                s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
-                vectorized(
-                    #[inline(always)]
-                    || {
-                        spec_power_into(&s.spectrum[..nf], power, mag);
-                        bank.apply(mag, row);
-                    },
-                )
-            },
-        )?
-    };
+    let mut out = batch.run(
+        |fft| {
+            run_blockwise(
+                &n_frames,
+                Layout::WidthTime { width: bank.n_mels },
+                run,
+                || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
+                |(s, pw), item, t0, n, vals| {
+                    s.block_power(&plan, &Source::plain(items[item]), t0, n, pw)?;
+                    with_lanes!(R => unsafe {
+                        if power != 2.0 {
+                            power_from_squares(power, flat_mut(pw));
+                        }
+                        bank.apply_lanes::<R>(pw, vals);
+                    });
+                    Ok(())
+                },
+            )
+        },
+        || {
+            run_framewise(
+                &n_frames,
+                Layout::WidthTime { width: bank.n_mels },
+                run,
+                || (PairFft::new(params.n_fft), vec![0f32; nf]),
+                |(s, mag), item, t, row| {
+                    s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
+                    vectorized(
+                        #[inline(always)]
+                        || {
+                            spec_power_into(&s.spectrum[..nf], power, mag);
+                            bank.apply(mag, row);
+                        },
+                    )
+                },
+            )
+        },
+    )?;
     if let Some(db) = db {
         apply_db_per_item(&mut out, &n_frames, bank.n_mels, db, n_threads)?;
     }
@@ -344,7 +333,7 @@ fn binaural_exact(a: Complex32, b: Complex32) -> [f32; 4] {
 
 /// Validate a batch of stereo items: channels of one length, not empty,
 /// and (when `finite`) free of NaN and infinity. A batch bound for the lane
-/// engine leaves finiteness to it (see [`crate::stft::LaneCheck`]).
+/// engine leaves finiteness to it (see [`crate::spectral::SpectralBatch`]).
 fn check_stereo(items: &[Stereo<'_>], n_threads: Option<usize>, finite: bool) -> Result<()> {
     crate::batch::check_items(items, n_threads, |i, (l, r)| {
         if l.len() != r.len() {
@@ -462,56 +451,56 @@ pub fn ipd_batch(
 ) -> Result<FrameOutput<f32>> {
     check_bank(bank, params)?;
     let plan = StftPlan::new(params.clone())?;
-    let lanes = LaneCheck::new(params.n_fft, |finite| {
+    let batch = SpectralBatch::new(params.n_fft, |finite| {
         check_stereo(items, n_threads, finite)
     })?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
     let nm = bank.n_mels;
-    if let Some(fft) = lanes.fft() {
-        // Blocks come out frequency-major: [cos bands, sin bands] x frames.
-        let run = run_blockwise(
-            &n_frames,
-            Layout::WidthTime { width: 2 * nm },
-            RunOpts {
-                extent,
-                n_threads,
-                cancel,
-            },
-            || LaneBins::new(&fft),
-            |s, item, t0, n, vals| {
-                let (l, r) = items[item];
-                s.block(&plan, &Source::plain(l), &Source::plain(r), t0, n)?;
-                let (cos, sin) = vals.split_at_mut(nm);
-                with_lanes!(R => unsafe {
-                    bank.apply_lanes::<R>(&s.bins[2], cos);
-                    bank.apply_lanes::<R>(&s.bins[3], sin);
-                });
-                Ok(())
-            },
-        );
-        return lanes.finish(run);
-    }
-    // Computed time-major as [2, frames, n_mels], then transposed per item.
-    let tm = run_framewise(
-        &n_frames,
-        Layout::ChannelsTimeWidth {
-            channels: 2,
-            width: nm,
+    let run = RunOpts {
+        extent,
+        n_threads,
+        cancel,
+    };
+    batch.run(
+        |fft| {
+            // Blocks come out frequency-major: [cos bands, sin bands] x frames.
+            run_blockwise(
+                &n_frames,
+                Layout::WidthTime { width: 2 * nm },
+                run,
+                || LaneBins::new(fft),
+                |s, item, t0, n, vals| {
+                    let (l, r) = items[item];
+                    s.block(&plan, &Source::plain(l), &Source::plain(r), t0, n)?;
+                    let (cos, sin) = vals.split_at_mut(nm);
+                    with_lanes!(R => unsafe {
+                        bank.apply_lanes::<R>(&s.bins[2], cos);
+                        bank.apply_lanes::<R>(&s.bins[3], sin);
+                    });
+                    Ok(())
+                },
+            )
         },
-        RunOpts {
-            extent,
-            n_threads,
-            cancel,
+        || {
+            // Computed time-major as [2, frames, n_mels], then transposed per item.
+            let tm = run_framewise(
+                &n_frames,
+                Layout::ChannelsTimeWidth {
+                    channels: 2,
+                    width: nm,
+                },
+                run,
+                || (BinScratch::new(params.n_fft), vec![0f32; 4 * nm]),
+                |(s, quad), item, t, row| {
+                    let (l, r) = items[item];
+                    s.frame(&plan, &Source::plain(l), &Source::plain(r), t);
+                    bank.apply_quad(&s.bins, quad);
+                    row.copy_from_slice(&quad[2 * nm..]);
+                },
+            )?;
+            Ok(transpose_channels(tm, 2, nm))
         },
-        || (BinScratch::new(params.n_fft), vec![0f32; 4 * nm]),
-        |(s, quad), item, t, row| {
-            let (l, r) = items[item];
-            s.frame(&plan, &Source::plain(l), &Source::plain(r), t);
-            bank.apply_quad(&s.bins, quad);
-            row.copy_from_slice(&quad[2 * nm..]);
-        },
-    )?;
-    Ok(transpose_channels(tm, 2, nm))
+    )
 }
 
 /// `[C, T, W]` items to `[C, W, T]`.
@@ -610,19 +599,17 @@ pub fn bat_batch(
         MelNorm::Slaney,
     )?;
     let plan = StftPlan::new(cfg.stft.clone())?;
-    let lanes = LaneCheck::new(cfg.stft.n_fft, |finite| {
+    let batch = SpectralBatch::new(cfg.stft.n_fft, |finite| {
         check_stereo(items, n_threads, finite)
     })?;
     let n_frames = frame_counts(&plan, items.iter().map(|x| x.0.len()))?;
-    let gains: Vec<f32> = match cfg.loudness_dbfs {
-        None => vec![1.0; items.len()],
-        Some(db) => items
-            .iter()
-            .map(|(l, r)| loudness_gain(&[l, r], db))
-            .collect(),
-    };
+    let gains = loudness_gains(items, cfg.loudness_dbfs);
     let nm = cfg.n_mels;
     let amin = cfg.amin;
+    let layout = Layout::ChannelsTimeWidth {
+        channels: 4,
+        width: nm,
+    };
     // Both channels of an item, scaled by its loudness gain.
     let sources = |item: usize| {
         let src = |x| Source {
@@ -632,50 +619,56 @@ pub fn bat_batch(
         };
         (src(items[item].0), src(items[item].1))
     };
-    if let Some(fft) = lanes.fft() {
-        let run = run_blockwise(
-            &n_frames,
-            Layout::ChannelsTimeWidth {
-                channels: 4,
-                width: nm,
-            },
-            RunOpts {
-                extent,
-                n_threads,
-                cancel,
-            },
-            || LaneBins::new(&fft),
-            |s, item, t0, n, vals| {
-                let (l, r) = sources(item);
-                s.block(&plan, &l, &r, t0, n)?;
-                let [b0, b1, b2, b3] = &s.bins;
-                with_lanes!(R => unsafe {
-                    bank.apply_lanes4::<R>([b0, b1, b2, b3], vals);
-                    db10_floor_inplace(flat_mut(&mut vals[..2 * nm]), amin);
-                });
-                Ok(())
-            },
-        );
-        return lanes.finish(run);
-    }
-    run_framewise(
-        &n_frames,
-        Layout::ChannelsTimeWidth {
-            channels: 4,
-            width: nm,
+    let run = RunOpts {
+        extent,
+        n_threads,
+        cancel,
+    };
+    batch.run(
+        |fft| {
+            run_blockwise(
+                &n_frames,
+                layout,
+                run,
+                || LaneBins::new(fft),
+                |s, item, t0, n, vals| {
+                    let (l, r) = sources(item);
+                    s.block(&plan, &l, &r, t0, n)?;
+                    let [b0, b1, b2, b3] = &s.bins;
+                    with_lanes!(R => unsafe {
+                        bank.apply_lanes4::<R>([b0, b1, b2, b3], vals);
+                        db10_floor_inplace(flat_mut(&mut vals[..2 * nm]), amin);
+                    });
+                    Ok(())
+                },
+            )
         },
-        RunOpts {
-            extent,
-            n_threads,
-            cancel,
-        },
-        || BinScratch::new(cfg.stft.n_fft),
-        |s, item, t, row| {
-            let (l, r) = sources(item);
-            s.fft.frame(&plan, &l, &r, t);
-            bat_post(&s.fft.left, &s.fft.right, &mut s.bins, &bank, row, amin);
+        || {
+            run_framewise(
+                &n_frames,
+                layout,
+                run,
+                || BinScratch::new(cfg.stft.n_fft),
+                |s, item, t, row| {
+                    let (l, r) = sources(item);
+                    s.fft.frame(&plan, &l, &r, t);
+                    bat_post(&s.fft.left, &s.fft.right, &mut s.bins, &bank, row, amin);
+                },
+            )
         },
     )
+}
+
+/// Each stereo item's gain to `loudness_dbfs` (both channels measured
+/// together; 1 without a target).
+fn loudness_gains(items: &[Stereo<'_>], loudness_dbfs: Option<f32>) -> Vec<f32> {
+    match loudness_dbfs {
+        None => vec![1.0; items.len()],
+        Some(db) => items
+            .iter()
+            .map(|(l, r)| loudness_gain(&[l, r], db))
+            .collect(),
+    }
 }
 
 /// Per-frame `bat` arithmetic after the FFT: binaural bins, the mel
@@ -772,7 +765,7 @@ pub fn efficientat_batch(
     }
     let bank = kaldi_mel(cfg.sr, cfg.stft.n_fft, cfg.n_mels, cfg.fmin, cfg.fmax)?;
     let plan = StftPlan::new(cfg.stft.clone())?;
-    let lanes = LaneCheck::new(cfg.stft.n_fft, |finite| {
+    let batch = SpectralBatch::new(cfg.stft.n_fft, |finite| {
         check_mono(items, n_threads, finite)
     })?;
     for (i, x) in items.iter().enumerate() {
@@ -791,46 +784,46 @@ pub fn efficientat_batch(
         preemphasis: Some(coef),
         gain: 1.0,
     };
-    if let Some(fft) = lanes.fft() {
-        let run = run_blockwise(
-            &n_frames,
-            Layout::WidthTime { width: cfg.n_mels },
-            RunOpts {
-                extent,
-                n_threads,
-                cancel,
-            },
-            || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
-            |(s, pw), item, t0, n, vals| {
-                s.block_power(&plan, &src(item), t0, n, pw)?;
-                with_lanes!(R => unsafe {
-                    bank.apply_lanes::<R>(pw, vals);
-                    efficientat_scale(flat_mut(vals));
-                });
-                Ok(())
-            },
-        );
-        return lanes.finish(run);
-    }
-    run_framewise(
-        &n_frames,
-        Layout::WidthTime { width: cfg.n_mels },
-        RunOpts {
-            extent,
-            n_threads,
-            cancel,
+    let run = RunOpts {
+        extent,
+        n_threads,
+        cancel,
+    };
+    batch.run(
+        |fft| {
+            run_blockwise(
+                &n_frames,
+                Layout::WidthTime { width: cfg.n_mels },
+                run,
+                || (LaneStft::new(fft.clone()), vec![V::ZERO; nf]),
+                |(s, pw), item, t0, n, vals| {
+                    s.block_power(&plan, &src(item), t0, n, pw)?;
+                    with_lanes!(R => unsafe {
+                        bank.apply_lanes::<R>(pw, vals);
+                        efficientat_scale(flat_mut(vals));
+                    });
+                    Ok(())
+                },
+            )
         },
-        || (PairFft::new(cfg.stft.n_fft), vec![0f32; nf]),
-        |(s, pw), item, t, row| {
-            s.frame(&plan, &src(item), item, t, n_frames[item]);
-            vectorized(
-                #[inline(always)]
-                || {
-                    for (o, c) in pw.iter_mut().zip(&s.spectrum[..nf]) {
-                        *o = c.re * c.re + c.im * c.im;
-                    }
-                    bank.apply(pw, row);
-                    efficientat_scale(row);
+        || {
+            run_framewise(
+                &n_frames,
+                Layout::WidthTime { width: cfg.n_mels },
+                run,
+                || (PairFft::new(cfg.stft.n_fft), vec![0f32; nf]),
+                |(s, pw), item, t, row| {
+                    s.frame(&plan, &src(item), item, t, n_frames[item]);
+                    vectorized(
+                        #[inline(always)]
+                        || {
+                            for (o, c) in pw.iter_mut().zip(&s.spectrum[..nf]) {
+                                *o = c.re * c.re + c.im * c.im;
+                            }
+                            bank.apply(pw, row);
+                            efficientat_scale(row);
+                        },
+                    )
                 },
             )
         },
@@ -880,102 +873,100 @@ mod tests {
                             mono.push(&later);
                             stereo.push((&later, &good));
                         }
-                        let want = |what: &str| (what.to_string(), at);
-                        let bank =
-                            librosa_mel(32000.0, 1024, 64, 0.0, None, false, MelNorm::Slaney)
-                                .unwrap();
-                        let eat = EfficientAtConfig {
-                            stft: params.clone(),
-                            ..EfficientAtConfig::default()
-                        };
-                        let bat = BatConfig {
-                            stft: params.clone(),
-                            ..BatConfig::default()
-                        };
                         for threads in [1, 2] {
-                            let t = Some(threads);
-                            let run = RunOpts {
-                                extent: None,
-                                n_threads: t,
-                                cancel: never(),
-                            };
-                            let mono_runs = [
-                                (
-                                    "spectrogram",
-                                    spectrogram_batch(&mono, &params, 2.0, None, t, never())
-                                        .map(|_| ()),
-                                ),
-                                (
-                                    "stft",
-                                    crate::stft::stft_batch(&mono, &params, None, t, never())
-                                        .map(|_| ()),
-                                ),
-                                (
-                                    "mel",
-                                    melspectrogram_batch(&mono, &params, 2.0, &bank, None, run)
-                                        .map(|_| ()),
-                                ),
-                                (
-                                    "efficientat",
-                                    efficientat_batch(&mono, &eat, None, t, never()).map(|_| ()),
-                                ),
-                                (
-                                    "flatness",
-                                    crate::quality::spectral_flatness_frames(
-                                        &mono,
-                                        &params,
-                                        1e-10,
-                                        2.0,
-                                        None,
-                                        t,
-                                        never(),
-                                    )
-                                    .map(|_| ()),
-                                ),
-                            ];
-                            let stereo_runs = [
-                                (
-                                    "bat",
-                                    bat_batch(&stereo, &bat, None, t, never()).map(|_| ()),
-                                ),
-                                (
-                                    "ipd",
-                                    ipd_batch(&stereo, &params, &bank, None, t, never())
-                                        .map(|_| ()),
-                                ),
-                            ];
                             let case = format!(
-                            "center {center} hop {hop} at {at} threads {threads} later {with_later}"
-                        );
-                            for (name, got) in mono_runs {
-                                match got {
-                                    Err(AglError::NonFinite { what, index }) => {
-                                        assert_eq!(
-                                            (what, index),
-                                            want("audio buffer (item 1)"),
-                                            "{name} {case}"
-                                        )
-                                    }
-                                    other => {
-                                        panic!("{name} {case}: expected NonFinite, got {other:?}")
-                                    }
-                                }
-                            }
-                            for (name, got) in stereo_runs {
-                                match got {
-                                    Err(AglError::NonFinite { what, index }) => assert_eq!(
-                                        (what, index),
-                                        want("audio buffer (item 1, channel 1)"),
-                                        "{name} {case}"
-                                    ),
-                                    other => {
-                                        panic!("{name} {case}: expected NonFinite, got {other:?}")
-                                    }
-                                }
-                            }
+                                "center {center} hop {hop} at {at} threads {threads} later {with_later}"
+                            );
+                            let bad = BadSample { at, case };
+                            bad.check_mono(&mono, &params, threads);
+                            bad.check_stereo(&stereo, &params, threads);
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// A batch whose item 1 holds a bad sample at `at`.
+    struct BadSample {
+        at: usize,
+        case: String,
+    }
+
+    impl BadSample {
+        fn bank() -> MelBank {
+            librosa_mel(32000.0, 1024, 64, 0.0, None, false, MelNorm::Slaney).unwrap()
+        }
+
+        /// Every mono lane feature fails naming item 1 and the sample.
+        fn check_mono(&self, mono: &[&[f32]], params: &StftParams, threads: usize) {
+            let t = Some(threads);
+            let bank = Self::bank();
+            let eat = EfficientAtConfig {
+                stft: params.clone(),
+                ..EfficientAtConfig::default()
+            };
+            let run = RunOpts {
+                extent: None,
+                n_threads: t,
+                cancel: never(),
+            };
+            let flatness = crate::quality::spectral_flatness_frames;
+            let runs = [
+                (
+                    "spectrogram",
+                    spectrogram_batch(mono, params, 2.0, None, t, never()).map(|_| ()),
+                ),
+                (
+                    "stft",
+                    crate::spectral::stft_batch(mono, params, None, t, never()).map(|_| ()),
+                ),
+                (
+                    "mel",
+                    melspectrogram_batch(mono, params, 2.0, &bank, None, run).map(|_| ()),
+                ),
+                (
+                    "efficientat",
+                    efficientat_batch(mono, &eat, None, t, never()).map(|_| ()),
+                ),
+                (
+                    "flatness",
+                    flatness(mono, params, 1e-10, 2.0, None, t, never()).map(|_| ()),
+                ),
+            ];
+            for (name, got) in runs {
+                self.expect(name, got, "audio buffer (item 1)");
+            }
+        }
+
+        /// Every stereo lane feature fails naming item 1, channel 1 and the
+        /// sample.
+        fn check_stereo(&self, stereo: &[Stereo<'_>], params: &StftParams, threads: usize) {
+            let t = Some(threads);
+            let bank = Self::bank();
+            let bat = BatConfig {
+                stft: params.clone(),
+                ..BatConfig::default()
+            };
+            let runs = [
+                ("bat", bat_batch(stereo, &bat, None, t, never()).map(|_| ())),
+                (
+                    "ipd",
+                    ipd_batch(stereo, params, &bank, None, t, never()).map(|_| ()),
+                ),
+            ];
+            for (name, got) in runs {
+                self.expect(name, got, "audio buffer (item 1, channel 1)");
+            }
+        }
+
+        fn expect(&self, name: &str, got: Result<()>, what: &str) {
+            let case = &self.case;
+            match got {
+                Err(AglError::NonFinite { what: w, index }) => {
+                    assert_eq!((w.as_str(), index), (what, self.at), "{name} {case}")
+                }
+                other => panic!("{name} {case}: expected NonFinite, got {other:?}"),
             }
         }
     }

@@ -15,17 +15,14 @@ pub mod fastmath;
 pub mod features;
 pub mod fingerprint;
 pub mod geo;
-pub mod lanefft;
 pub mod mel;
 pub mod parallel;
 pub mod pcen;
 pub mod polyphase;
 pub mod quality;
 pub mod resample;
-pub mod rfft;
 pub mod room;
-pub mod stft;
-pub mod stft64;
+pub mod spectral;
 #[cfg(test)]
 mod testutil;
 pub mod window;

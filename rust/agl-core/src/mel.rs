@@ -3,7 +3,9 @@
 //! which EfficientAT uses), plus a sparse form for fast projection.
 
 use crate::error::{AglError, Result};
-use crate::lanefft::{Lanes, V};
+use crate::spectral::lanes::{Lanes, V};
+use crate::spectral::stft64::{magnitude, Sink};
+use num_complex::Complex64;
 
 /// Hz to mel: HTK (`2595 log10(1 + f/700)`) or Slaney (linear below 1 kHz,
 /// logarithmic above), as `librosa.hz_to_mel`.
@@ -135,7 +137,7 @@ impl MelBank {
     /// `out`: `n_mels`). Two partial sums per band (even and odd weights).
     ///
     /// # Safety
-    /// `R` must be a backend this CPU runs (see [`crate::lanefft::run`]).
+    /// `R` must be a backend this CPU runs (see [`crate::spectral::lanes::run`]).
     #[inline(always)]
     pub unsafe fn apply_lanes<R: Lanes>(&self, spec: &[V], out: &mut [V]) {
         for (o, (start, w)) in out.iter_mut().zip(&self.rows) {
@@ -225,11 +227,11 @@ pub fn check_sr(sr: f64) -> Result<()> {
 /// `n_fft` and `n_mels` small enough for a dense bank (checked before
 /// anything is allocated).
 fn check_counts(n_fft: usize, n_mels: usize) -> Result<()> {
-    if n_fft == 0 || n_fft > crate::stft::MAX_N_FFT {
+    if n_fft == 0 || n_fft > crate::spectral::MAX_N_FFT {
         return Err(AglError::param(
             "n_fft",
             n_fft,
-            format!("must be between 1 and {}", crate::stft::MAX_N_FFT),
+            format!("must be between 1 and {}", crate::spectral::MAX_N_FFT),
         ));
     }
     if n_mels == 0 || n_mels > MAX_N_MELS {
@@ -388,6 +390,36 @@ pub fn kaldi_mel(sr: f64, n_fft: usize, n_mels: usize, fmin: f64, fmax: f64) -> 
         }
     }
     Ok(MelBank::from_dense(n_mels, n_freqs, dense))
+}
+
+/// The float64 STFT's sink of `|X|^power` projected on a mel filterbank (weights widened to f64, only
+/// the non-zero ones touched): `n_mels` values per frame.
+pub struct MelOut<'a> {
+    pub power: f64,
+    pub bank: &'a MelBank,
+}
+
+impl Sink for MelOut<'_> {
+    type Out = f64;
+    fn width(&self, _: usize) -> usize {
+        self.bank.n_mels
+    }
+    fn check(&self, n_freqs: usize) -> Result<()> {
+        if self.bank.n_freqs != n_freqs {
+            return Err(AglError::Shape(format!(
+                "the mel filterbank has {} frequency bins, the STFT {n_freqs}",
+                self.bank.n_freqs
+            )));
+        }
+        Ok(())
+    }
+    #[inline]
+    fn emit(&self, spectrum: &[Complex64], out: &mut [f64], scratch: &mut [f64]) {
+        for (p, &c) in scratch.iter_mut().zip(spectrum) {
+            *p = magnitude(c, self.power);
+        }
+        self.bank.apply_f64(&scratch[..spectrum.len()], out);
+    }
 }
 
 #[cfg(test)]

@@ -458,6 +458,50 @@ fn watchdog(current: Arc<Mutex<(Instant, String)>>, stop: Arc<AtomicBool>) {
     });
 }
 
+/// Decode the case at `path` alone: `Ok(None)` for a clean error,
+/// `Ok(Some(problems))` for a decode (each problem a broken promise of the
+/// result), `Err` for a panic.
+fn decode_alone(
+    path: &Path,
+    params: &DecodeParams,
+    cancel: &Cancel,
+) -> Result<Option<Vec<String>>, String> {
+    match catch_unwind(AssertUnwindSafe(|| decode_file(path, params, cancel))) {
+        Err(_) => Err("a panic escaped decode_file".into()),
+        Ok(Err(_)) => Ok(None),
+        Ok(Ok(dec)) => {
+            let mut problems = Vec::new();
+            let n = dec.frames();
+            if dec.channels.iter().any(|c| c.len() != n) {
+                problems.push("channels of different lengths".into());
+            }
+            if params.sr.is_some_and(|sr| sr != dec.sr) {
+                problems.push(format!("asked for {:?} Hz, got {}", params.sr, dec.sr));
+            }
+            Ok(Some(problems))
+        }
+    }
+}
+
+/// Decode the case at `path` in one batch after a good file: the batch
+/// must not fail as a whole nor lose the good file.
+fn decode_beside_good(
+    good: &Path,
+    path: &Path,
+    params: &DecodeParams,
+    cancel: &Cancel,
+) -> Option<String> {
+    let paths = [good, path];
+    match catch_unwind(AssertUnwindSafe(|| {
+        decode_many(&paths, params, Some(1), cancel)
+    })) {
+        Err(_) => Some("a panic escaped decode_many".into()),
+        Ok(Err(e)) => Some(format!("decode_many failed as a whole: {e}")),
+        Ok(Ok(v)) if v.len() != 2 || v[0].is_err() => Some("decode_many lost the good file".into()),
+        Ok(Ok(_)) => None,
+    }
+}
+
 #[test]
 fn mutated_files_decode_or_fail_cleanly() {
     let iters = env_u64("AGL_FUZZ_ITERS", DEFAULT_ITERS);
@@ -515,31 +559,17 @@ fn mutated_files_decode_or_fail_cleanly() {
             fs::write(&keep, &d).unwrap();
             failures.push(format!("{what}: {why} (saved as {})", keep.display()));
         };
-        match catch_unwind(AssertUnwindSafe(|| decode_file(&path, &params, &cancel))) {
-            Err(_) => fail("a panic escaped decode_file".into()),
-            Ok(Err(_)) => err += 1,
-            Ok(Ok(dec)) => {
+        match decode_alone(&path, &params, &cancel) {
+            Ok(None) => err += 1,
+            Ok(Some(problems)) => {
                 ok += 1;
-                let n = dec.frames();
-                if dec.channels.iter().any(|c| c.len() != n) {
-                    fail("channels of different lengths".into());
-                }
-                if params.sr.is_some_and(|sr| sr != dec.sr) {
-                    fail(format!("asked for {:?} Hz, got {}", params.sr, dec.sr));
-                }
+                problems.into_iter().for_each(&mut fail);
             }
+            Err(why) => fail(why),
         }
         if i % 2 == 0 {
-            let paths = [good.as_path(), path.as_path()];
-            match catch_unwind(AssertUnwindSafe(|| {
-                decode_many(&paths, &params, Some(1), &cancel)
-            })) {
-                Err(_) => fail("a panic escaped decode_many".into()),
-                Ok(Err(e)) => fail(format!("decode_many failed as a whole: {e}")),
-                Ok(Ok(v)) if v.len() != 2 || v[0].is_err() => {
-                    fail("decode_many lost the good file".into())
-                }
-                Ok(Ok(_)) => {}
+            if let Some(why) = decode_beside_good(&good, &path, &params, &cancel) {
+                fail(why);
             }
         }
     }

@@ -9,7 +9,7 @@
 
 use agl_core::db::{DbParams, DbRef};
 use agl_core::mel::{librosa_mel, MelBank, MelNorm};
-use agl_core::stft::{PadMode, StftParams};
+use agl_core::spectral::{PadMode, StftParams};
 use agl_core::window::Window;
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
@@ -328,7 +328,7 @@ impl Framing {
 /// rule, which `agl_fast.dsp.StftParams` applies).
 #[pyfunction]
 pub fn default_hop_length(win_length: &Bound<'_, PyAny>) -> PyResult<usize> {
-    Ok(agl_core::stft::default_hop_length(count(
+    Ok(agl_core::spectral::default_hop_length(count(
         "win_length",
         win_length,
     )?))

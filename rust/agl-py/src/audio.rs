@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agl_core::audio::probe::probe_source;
-use agl_core::audio::{decode_source, decode_sources, Channels, DecodeParams, Source};
+use agl_core::audio::{decode_source, decode_sources, Channels, DecodeParams, Decoded, Source};
 use agl_core::resample::{resample, Quality};
 use agl_core::AglError;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2};
@@ -218,27 +218,11 @@ pub fn load_many<'py>(
         .sum();
     let mut data = Vec::with_capacity(if join { total } else { 0 });
     let mut each = Vec::with_capacity(if join { 0 } else { res.len() });
-    let n = res.len();
-    let (mut chans, mut frames) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut srs, mut src_srs, mut src_chs) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut trunc, mut kinds, mut msgs) = (Vec::new(), Vec::new(), Vec::new());
-    let mut corrupt = Vec::with_capacity(n);
-    let mut declared = Vec::with_capacity(n);
-    let mut levels = Vec::with_capacity(4 * n);
+    let mut cols = ManyColumns::with_capacity(res.len());
     for r in res {
         match r {
             Ok(d) => {
-                chans.push(d.channels.len() as u64);
-                frames.push(d.frames() as u64);
-                srs.push(d.sr as u64);
-                src_srs.push(d.source_sr as u64);
-                src_chs.push(d.source_channels as u64);
-                trunc.push(d.truncated);
-                corrupt.push(d.corrupt_frames);
-                declared.push(d.source_frames);
-                levels.extend(d.levels);
-                kinds.push(None);
-                msgs.push(None);
+                cols.push_ok(&d);
                 if join {
                     for c in &d.channels {
                         data.extend_from_slice(c);
@@ -248,17 +232,7 @@ pub fn load_many<'py>(
                 }
             }
             Err(e) => {
-                chans.push(0);
-                frames.push(0);
-                srs.push(0);
-                src_srs.push(0);
-                src_chs.push(0);
-                trunc.push(false);
-                corrupt.push(0);
-                declared.push(None);
-                kinds.push(Some(error_kind(&e)));
-                msgs.push(Some(e.to_string()));
-                levels.extend([0.0; 4]);
+                cols.push_err(&e);
                 each.push(None);
             }
         }
@@ -268,20 +242,83 @@ pub fn load_many<'py>(
     } else {
         each.into_pyobject(py)?.into_any()
     };
-    Ok((
-        data,
-        chans.into_pyarray(py),
-        frames.into_pyarray(py),
-        srs,
-        src_srs,
-        src_chs,
-        trunc,
-        kinds,
-        msgs,
-        levels.into_pyarray(py).reshape([n, 4])?,
-        corrupt,
-        declared,
-    ))
+    cols.into_many(py, data)
+}
+
+/// The per-file columns of [`load_many`]'s result, filled file by file.
+#[derive(Default)]
+struct ManyColumns {
+    chans: Vec<u64>,
+    frames: Vec<u64>,
+    srs: Vec<u64>,
+    src_srs: Vec<u64>,
+    src_chs: Vec<u64>,
+    trunc: Vec<bool>,
+    kinds: Vec<Option<&'static str>>,
+    msgs: Vec<Option<String>>,
+    levels: Vec<f64>,
+    corrupt: Vec<u64>,
+    declared: Vec<Option<u64>>,
+}
+
+impl ManyColumns {
+    fn with_capacity(n: usize) -> Self {
+        ManyColumns {
+            chans: Vec::with_capacity(n),
+            frames: Vec::with_capacity(n),
+            corrupt: Vec::with_capacity(n),
+            declared: Vec::with_capacity(n),
+            levels: Vec::with_capacity(4 * n),
+            ..ManyColumns::default()
+        }
+    }
+
+    fn push_ok(&mut self, d: &Decoded) {
+        self.chans.push(d.channels.len() as u64);
+        self.frames.push(d.frames() as u64);
+        self.srs.push(d.sr as u64);
+        self.src_srs.push(d.source_sr as u64);
+        self.src_chs.push(d.source_channels as u64);
+        self.trunc.push(d.truncated);
+        self.corrupt.push(d.corrupt_frames);
+        self.declared.push(d.source_frames);
+        self.levels.extend(d.levels);
+        self.kinds.push(None);
+        self.msgs.push(None);
+    }
+
+    /// A failed file: zero channels, zero levels, its error.
+    fn push_err(&mut self, e: &AglError) {
+        self.chans.push(0);
+        self.frames.push(0);
+        self.srs.push(0);
+        self.src_srs.push(0);
+        self.src_chs.push(0);
+        self.trunc.push(false);
+        self.corrupt.push(0);
+        self.declared.push(None);
+        self.kinds.push(Some(error_kind(e)));
+        self.msgs.push(Some(e.to_string()));
+        self.levels.extend([0.0; 4]);
+    }
+
+    fn into_many<'py>(self, py: Python<'py>, data: Bound<'py, PyAny>) -> PyResult<Many<'py>> {
+        let n = self.chans.len();
+        Ok((
+            data,
+            self.chans.into_pyarray(py),
+            self.frames.into_pyarray(py),
+            self.srs,
+            self.src_srs,
+            self.src_chs,
+            self.trunc,
+            self.kinds,
+            self.msgs,
+            self.levels.into_pyarray(py).reshape([n, 4])?,
+            self.corrupt,
+            self.declared,
+        ))
+    }
 }
 
 /// Resample a `[channels, n]` float32 array from `orig_sr` to `target_sr`.

@@ -113,32 +113,31 @@ fn poly<'py, T: Real + Element>(
     Ok(out)
 }
 
-/// Polyphase resampling of every row of `x` `[rows, n]` (float32) with the
-/// filter `h` at `up`/`down`: outputs `offset .. offset + n_out` of
+/// Polyphase resampling of every row of `x` `[rows, n]` with the filter
+/// `h` at `up`/`down`, in the precision of `x` (float32 or float64; `h` of
+/// the same dtype): outputs `offset .. offset + n_out` of
 /// `upfirdn(h, row, up, down)`.
 #[pyfunction]
-pub fn resample_poly_f32<'py>(
-    py: Python<'py>,
-    x: PyReadonlyArray2<'py, f32>,
-    h: PyReadonlyArray1<'py, f32>,
+pub fn resample_poly<'py>(
+    x: &Bound<'py, PyAny>,
+    h: &Bound<'py, PyAny>,
     up: usize,
     down: usize,
     offset: usize,
     n_out: usize,
-) -> PyResult<Bound<'py, PyArray2<f32>>> {
-    poly(py, x, h, (up, down), offset, n_out)
-}
-
-/// [`resample_poly_f32`] in float64.
-#[pyfunction]
-pub fn resample_poly_f64<'py>(
-    py: Python<'py>,
-    x: PyReadonlyArray2<'py, f64>,
-    h: PyReadonlyArray1<'py, f64>,
-    up: usize,
-    down: usize,
-    offset: usize,
-    n_out: usize,
-) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    poly(py, x, h, (up, down), offset, n_out)
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = x.py();
+    if let Ok(x32) = x.extract::<PyReadonlyArray2<'py, f32>>() {
+        let h: PyReadonlyArray1<'py, f32> = h
+            .extract()
+            .map_err(|_| param_err("h must be a 1-D array of the dtype of x (float32)"))?;
+        return Ok(poly(py, x32, h, (up, down), offset, n_out)?.into_any());
+    }
+    let x64: PyReadonlyArray2<'py, f64> = x
+        .extract()
+        .map_err(|_| param_err("x must be a 2-D float32 or float64 array"))?;
+    let h: PyReadonlyArray1<'py, f64> = h
+        .extract()
+        .map_err(|_| param_err("h must be a 1-D array of the dtype of x (float64)"))?;
+    Ok(poly(py, x64, h, (up, down), offset, n_out)?.into_any())
 }

@@ -4,21 +4,22 @@
 //! layout, which the Python layer turns into arrays or Arrow lists.
 
 use agl_core::batch::{FrameOutput, RunOpts};
+use agl_core::db::{to_db_rows, DbParams64, DbSample};
 use agl_core::features::{
     bat_batch, efficientat_batch, ipd_batch, melspectrogram_batch, spectrogram_batch, BatConfig,
     EfficientAtConfig,
 };
-use agl_core::mel::{kaldi_mel, MelBank};
-use agl_core::stft::{stft_batch, StftParams};
-use agl_core::stft64::{
-    check_power_f64, stft_f64_sink_into, stft_f64_sink_len, Complex128Out, Complex64Out, Layout,
-    MelOut, PowerOut, Sample, Sink,
+use agl_core::mel::{kaldi_mel, MelBank, MelOut};
+use agl_core::spectral::stft64::{
+    check_power_f64, stft_f64_sink_into, stft_f64_sink_len, Complex128Out, Complex64Out,
+    Float64Framing, Layout, PowerOut, Sample, Sink,
 };
-use num_complex::Complex32;
+use agl_core::spectral::{stft_batch, StftParams};
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
 
 use crate::args;
 use crate::errors::{internal_err, param_err, to_py};
@@ -74,37 +75,87 @@ pub fn kaldi_mel_filterbank<'py>(
     bank_to_py(py, kaldi_mel(sr, n_fft, n_mels, fmin, fmax).map_err(to_py)?)
 }
 
-/// Complex STFT of a mono batch; items `[1 + n_fft/2, frames]`.
+/// Complex STFT. A mono batch (float32 samples: arrays, lists, Arrow)
+/// runs on the f32 engines and returns `(data, offsets, extents,
+/// n_frames)`, items `[1 + n_fft/2, frames]`. A 2-D float64 array of rows,
+/// or any rows with `double`, runs the float64 path and returns `(frames,
+/// data)` (see [`stft_double`]).
 #[pyfunction]
-#[pyo3(signature = (signals, framing, extent=None, n_threads=None))]
+#[pyo3(signature = (signals, framing, extent=None, n_threads=None, double=false, single=false, frame_major=false))]
 pub fn stft<'py>(
     signals: &Bound<'py, PyAny>,
     framing: &Bound<'py, args::Framing>,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Out<'py, Complex32>> {
+    double: bool,
+    single: bool,
+    frame_major: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = signals.py();
     let n_threads = args::threads(n_threads)?;
+    let layout = layout_of(frame_major);
+    if takes_double(signals, double, extent)? {
+        return stft_double(signals, framing.get(), n_threads, single, layout);
+    }
+    single_only(single, frame_major)?;
     let p = framing.get().kernel()?;
     let batch = MonoBatch::extract(signals)?;
     let items = batch.slices()?;
     let work = total_samples(&items, |x| x.len());
     let o = gateway::run(py, work, |c| stft_batch(&items, p, extent, n_threads, c))?;
-    Ok(out(py, o))
+    out(py, o).into_bound_py_any(py)
 }
 
-/// `|STFT|^power` of a mono batch.
+/// Whether a call runs the float64 path: `double`, or rows that are a 2-D
+/// float64 array. That path takes no `extent` (its rows have one length).
+fn takes_double(signals: &Bound<'_, PyAny>, double: bool, extent: Option<usize>) -> PyResult<bool> {
+    let double = double || signals.extract::<PyReadonlyArray2<'_, f64>>().is_ok();
+    if double && extent.is_some() {
+        return Err(param_err(
+            "extent applies to float32 batches; the float64 path takes rows of one length",
+        ));
+    }
+    Ok(double)
+}
+
+/// Refuse the float64 path's options on a float32 batch.
+fn single_only(single: bool, frame_major: bool) -> PyResult<()> {
+    if single || frame_major {
+        return Err(param_err(
+            "single and frame_major apply to the float64 path (float64 rows, or double=True)",
+        ));
+    }
+    Ok(())
+}
+
+/// `|STFT|^power`. A mono float32 batch returns `(data, offsets, extents,
+/// n_frames)`; a 2-D float64 array of rows runs the float64 path, projected on `mel` when given, and return `(frames, data)` (see
+/// [`spectrogram_double`]).
 #[pyfunction]
-#[pyo3(signature = (signals, framing, power=2.0, extent=None, n_threads=None))]
+#[pyo3(signature = (signals, framing, power=2.0, extent=None, n_threads=None, mel=None, frame_major=false))]
 pub fn spectrogram<'py>(
     signals: &Bound<'py, PyAny>,
     framing: &Bound<'py, args::Framing>,
-    power: f32,
+    power: f64,
     extent: Option<usize>,
     n_threads: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Out<'py, f32>> {
+    mel: Option<args::MelArgs<'py>>,
+    frame_major: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = signals.py();
     let n_threads = args::threads(n_threads)?;
+    if takes_double(signals, false, extent)? {
+        let layout = layout_of(frame_major);
+        return spectrogram_double(signals, framing.get(), power, mel, n_threads, layout);
+    }
+    single_only(false, frame_major)?;
+    if mel.is_some() {
+        return Err(param_err(
+            "mel applies to the float64 path; a float32 batch takes melspectrogram",
+        ));
+    }
+    // Python floats cross as float32 exactly as a float32 argument would.
+    let power = power as f32;
     args::positive("power", f64::from(power))?;
     let p = framing.get().kernel()?;
     let batch = MonoBatch::extract(signals)?;
@@ -113,7 +164,7 @@ pub fn spectrogram<'py>(
     let o = gateway::run(py, work, |c| {
         spectrogram_batch(&items, p, power, extent, n_threads, c)
     })?;
-    Ok(out(py, o))
+    out(py, o).into_bound_py_any(py)
 }
 
 /// Mel spectrogram of a mono batch, in dB per item when `db` is given
@@ -290,89 +341,62 @@ pub fn efficientat<'py>(
 }
 
 /// `power_to_db` (or `amplitude_to_db`) applied to each row of `x`
-/// `[items, values]` independently; returns a new array.
+/// `[items, values]` independently, in the precision of `x` (float32 or
+/// float64, C-contiguous); returns a new array of that dtype.
 #[pyfunction]
 #[pyo3(signature = (x, db_ref=Some(1.0), amin=1e-10, top_db=Some(80.0), amplitude=false, n_threads=None))]
 pub fn to_db<'py>(
-    x: PyReadonlyArray2<'py, f32>,
-    db_ref: Option<f32>,
-    amin: f32,
-    top_db: Option<f32>,
-    amplitude: bool,
-    n_threads: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyArray2<f32>>> {
-    let py = x.py();
-    let n_threads = args::threads(n_threads)?;
-    let p = args::DbArgs {
-        db_ref,
-        amin,
-        top_db,
-    }
-    .params()?;
-    let shape = [x.shape()[0], x.shape()[1]];
-    let src = x
-        .as_slice()
-        .map_err(|_| param_err("S must be a C-contiguous float32 array"))?;
-    // Written once, every element, into numpy's memory (see `to_db_f64`).
-    // SAFETY: the array is new and C-contiguous; it is fully written before
-    // it is returned (on an error it is dropped unread).
-    let out = unsafe { PyArray2::<f32>::new(py, shape, false) };
-    let dst = unsafe { out.as_slice_mut() }
-        .map_err(|_| internal_err("internal error: a new array is not contiguous"))?;
-    let width = shape[1].max(1);
-    let work = src.len();
-    gateway::run(py, work, |c| {
-        agl_core::parallel::install(n_threads, || {
-            use rayon::prelude::*;
-            dst.par_chunks_mut(width)
-                .zip(src.par_chunks(width))
-                .try_for_each(|(row, s)| {
-                    c.check()?;
-                    agl_core::db::to_db_into(s, row, &p, amplitude)
-                })
-        })?
-    })?;
-    Ok(out)
-}
-
-/// Double-precision `power_to_db` / `amplitude_to_db` of each row of `x`
-/// `[items, values]` (the float64 path); returns a new array.
-#[pyfunction]
-#[pyo3(signature = (x, db_ref=Some(1.0), amin=1e-10, top_db=Some(80.0), amplitude=false, n_threads=None))]
-pub fn to_db_f64<'py>(
-    py: Python<'py>,
-    x: PyReadonlyArray2<'py, f64>,
+    x: &Bound<'py, PyAny>,
     db_ref: Option<f64>,
     amin: f64,
     top_db: Option<f64>,
     amplitude: bool,
     n_threads: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyArray2<f64>>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let n_threads = args::threads(n_threads)?;
+    if let Ok(a) = x.extract::<PyReadonlyArray2<'py, f32>>() {
+        // Python floats cross as float32 exactly as a float32 argument would.
+        let p = args::DbArgs {
+            db_ref: db_ref.map(|r| r as f32),
+            amin: amin as f32,
+            top_db: top_db.map(|t| t as f32),
+        }
+        .params()?;
+        return Ok(db_rows(a, &p, amplitude, n_threads)?.into_any());
+    }
+    let a = x
+        .extract::<PyReadonlyArray2<'py, f64>>()
+        .map_err(|_| param_err("S must be a 2-D float32 or float64 array"))?;
+    let p = DbParams64 {
+        reference: db_ref,
+        amin,
+        top_db,
+    };
+    Ok(db_rows(a, &p, amplitude, n_threads)?.into_any())
+}
+
+/// [`to_db`] on an array of one sample type.
+fn db_rows<'py, T: DbSample + numpy::Element>(
+    x: PyReadonlyArray2<'py, T>,
+    p: &T::Params,
+    amplitude: bool,
+    n_threads: Option<usize>,
+) -> PyResult<Bound<'py, PyArray2<T>>> {
+    let py = x.py();
     let shape = [x.shape()[0], x.shape()[1]];
     let src = x
         .as_slice()
-        .map_err(|_| param_err("S must be a C-contiguous float64 array"))?;
+        .map_err(|_| param_err("S must be a C-contiguous array"))?;
     // The output comes from numpy's allocator (huge pages for large arrays,
     // where fresh small pages would cost a fault each) and is written once
     // by the kernel, every element.
     // SAFETY: the array is new and C-contiguous; it is fully written before
     // it is returned (on an error it is dropped unread).
-    let out = unsafe { PyArray2::<f64>::new(py, shape, false) };
+    let out = unsafe { PyArray2::<T>::new(py, shape, false) };
     let dst = unsafe { out.as_slice_mut() }
         .map_err(|_| internal_err("internal error: a new array is not contiguous"))?;
-    let width = shape[1].max(1);
-    let work = src.len();
-    gateway::run(py, work, |c| {
-        agl_core::parallel::install(n_threads, || {
-            use rayon::prelude::*;
-            dst.par_chunks_mut(width)
-                .zip(src.par_chunks(width))
-                .try_for_each(|(row, s)| {
-                    c.check()?;
-                    agl_core::db::to_db_f64(s, row, db_ref, amin, top_db, amplitude)
-                })
-        })?
+    gateway::run(py, src.len(), |c| {
+        to_db_rows(src, dst, shape[1], p, amplitude, n_threads, c)
     })?;
     Ok(out)
 }
@@ -451,7 +475,8 @@ where
     let dst = unsafe { out.as_slice_mut() }
         .map_err(|_| internal_err("internal error: a new array is not contiguous"))?;
     let frames = gateway::run(py, work, |c| {
-        stft_f64_sink_into(&slices, p, &w, n_threads, c, &sink, layout, dst)
+        let framing = Float64Framing::new(p, &w, layout);
+        stft_f64_sink_into(&slices, framing, &sink, n_threads, c, dst)
     })?;
     Ok((frames, out))
 }
@@ -460,59 +485,51 @@ where
 /// rows are widened sample by sample, as librosa's float32 frames are):
 /// `(frames, data)` with `data` `[items * (1 + n_fft/2) * frames]` in
 /// librosa's `[items, freqs, frames]` order, or `[items, frames, freqs]`
-/// with `frame_major` (each frame written where it is computed: the
+/// with [`Layout::Frames`] (each frame written where it is computed: the
 /// caller's view with the last two axes swapped is librosa's own Fortran
 /// layout); complex128, or complex64 (the double-precision result rounded
-/// once) with `single`. `window` is a name or a 1-D float64 array of
-/// `win_length` coefficients.
-#[pyfunction]
-#[pyo3(signature = (rows, framing, n_threads=None, single=false, frame_major=false))]
-pub fn stft_f64<'py>(
+/// once) with `single`. `framing.window` is a name or a 1-D float64 array
+/// of `win_length` coefficients.
+fn stft_double<'py>(
     rows: &Bound<'py, PyAny>,
-    framing: &Bound<'py, args::Framing>,
-    n_threads: Option<&Bound<'py, PyAny>>,
+    framing: &args::Framing,
+    n_threads: Option<usize>,
     single: bool,
-    frame_major: bool,
-) -> PyResult<(usize, Bound<'py, PyAny>)> {
-    let n_threads = args::threads(n_threads)?;
-    let layout = layout_of(frame_major);
+    layout: Layout,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = rows.py();
     if single {
-        let (t, a) = run_f64(rows, framing.get(), n_threads, layout, |_| Ok(Complex64Out))?;
-        return Ok((t, a.into_any()));
+        let (t, a) = run_f64(rows, framing, n_threads, layout, |_| Ok(Complex64Out))?;
+        return (t, a).into_bound_py_any(py);
     }
-    let (t, a) = run_f64(rows, framing.get(), n_threads, layout, |_| {
-        Ok(Complex128Out)
-    })?;
-    Ok((t, a.into_any()))
+    let (t, a) = run_f64(rows, framing, n_threads, layout, |_| Ok(Complex128Out))?;
+    (t, a).into_bound_py_any(py)
 }
 
-/// Double-precision `|STFT|^power` of `rows` `[items, n]` (float64, or
-/// float32 widened sample by sample), projected on librosa's mel filterbank when `mel` is given:
-/// `(frames, data)` with `data` `[items * width * frames]` float64 in
-/// `[items, width, frames]` order, or `[items, frames, width]` with
-/// `frame_major` (see [`stft_f64`]); `width` is `1 + n_fft/2`, or `n_mels`.
-#[pyfunction]
-#[pyo3(signature = (rows, framing, power=2.0, mel=None, n_threads=None, frame_major=false))]
-pub fn spectrogram_f64<'py>(
+/// Double-precision `|STFT|^power` of `rows` `[items, n]`, projected on
+/// librosa's mel filterbank when `mel` is given: `(frames, data)` with
+/// `data` `[items * width * frames]` float64 in `[items, width, frames]`
+/// order, or `[items, frames, width]` with [`Layout::Frames`] (see
+/// [`stft_double`]); `width` is `1 + n_fft/2`, or `n_mels`.
+fn spectrogram_double<'py>(
     rows: &Bound<'py, PyAny>,
-    framing: &Bound<'py, args::Framing>,
+    framing: &args::Framing,
     power: f64,
     mel: Option<args::MelArgs<'py>>,
-    n_threads: Option<&Bound<'py, PyAny>>,
-    frame_major: bool,
-) -> PyResult<(usize, Bound<'py, PyArray1<f64>>)> {
-    let n_threads = args::threads(n_threads)?;
+    n_threads: Option<usize>,
+    layout: Layout,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = rows.py();
     check_power_f64(power).map_err(to_py)?;
-    let layout = layout_of(frame_major);
     let Some(mel) = mel else {
-        return run_f64(rows, framing.get(), n_threads, layout, |_| {
-            Ok(PowerOut { power })
-        });
+        let (t, a) = run_f64(rows, framing, n_threads, layout, |_| Ok(PowerOut { power }))?;
+        return (t, a).into_bound_py_any(py);
     };
     let mut bank = None;
     let bank = &mut bank;
-    run_f64(rows, framing.get(), n_threads, layout, |p| {
+    let (t, a) = run_f64(rows, framing, n_threads, layout, |p| {
         let b: &MelBank = bank.insert(mel.bank(p.n_fft)?);
         Ok(MelOut { power, bank: b })
-    })
+    })?;
+    (t, a).into_bound_py_any(py)
 }

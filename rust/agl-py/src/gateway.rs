@@ -52,62 +52,26 @@ where
             .map_err(|_| internal_err("internal error: a worker panicked"))?
             .map_err(to_py);
     }
-    let state = (Mutex::new(Shared::default()), Condvar::new());
-    let lock = || state.0.lock().unwrap_or_else(|e| e.into_inner());
+    let state: State = (Mutex::new(Shared::default()), Condvar::new());
     std::thread::scope(|scope| {
         let cancel_ref = &cancel;
         let state_ref = &state;
         let handle = scope.spawn(move || {
             // Output buffers come from the calling thread (see `Shared`).
-            let alloc = |n: usize| -> Vec<f32> {
-                let mut g = state_ref.0.lock().unwrap_or_else(|e| e.into_inner());
-                if g.closed {
-                    return Vec::new();
-                }
-                g.want = Some(n);
-                state_ref.1.notify_all();
-                loop {
-                    if let Some(v) = g.got.take() {
-                        return v;
-                    }
-                    if g.closed {
-                        return Vec::new();
-                    }
-                    g = state_ref.1.wait(g).unwrap_or_else(|e| e.into_inner());
-                }
-            };
+            let alloc = |n: usize| request_buffer(state_ref, n);
             let out = agl_core::batch::with_output_allocator(&alloc, || f(cancel_ref));
-            state_ref.0.lock().unwrap_or_else(|e| e.into_inner()).done = true;
+            lock(state_ref).done = true;
             state_ref.1.notify_all();
             out
         });
         let close = || {
-            lock().closed = true;
+            lock(&state).closed = true;
             state.1.notify_all();
         };
         loop {
-            let (finished, want) = py.detach(|| {
-                let g = lock();
-                let (g, _) = state
-                    .1
-                    .wait_timeout_while(g, Duration::from_millis(50), |s| {
-                        !s.done && s.want.is_none()
-                    })
-                    .unwrap_or_else(|e| e.into_inner());
-                (g.done, g.want)
-            });
+            let (finished, want) = py.detach(|| wait_for_worker(&state));
             if let Some(n) = want {
-                // A refused allocation hands back an empty buffer; the
-                // worker's own reservation then reports the error.
-                let mut v = Vec::new();
-                if v.try_reserve_exact(n).is_err() {
-                    v = Vec::new();
-                }
-                let mut g = lock();
-                g.want = None;
-                g.got = Some(v);
-                drop(g);
-                state.1.notify_all();
+                hand_over_buffer(&state, n);
                 continue;
             }
             if finished || handle.is_finished() {
@@ -126,4 +90,60 @@ where
             Err(_) => Err(internal_err("internal error: a worker panicked")),
         }
     })
+}
+
+/// [`Shared`] and the condition both threads wait on.
+type State = (Mutex<Shared>, Condvar);
+
+fn lock(state: &State) -> std::sync::MutexGuard<'_, Shared> {
+    state.0.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The helper's side of an output allocation: ask the calling thread for a
+/// buffer of `n` values and wait for it (an empty one once the calling
+/// thread no longer serves requests).
+fn request_buffer(state: &State, n: usize) -> Vec<f32> {
+    let mut g = lock(state);
+    if g.closed {
+        return Vec::new();
+    }
+    g.want = Some(n);
+    state.1.notify_all();
+    loop {
+        if let Some(v) = g.got.take() {
+            return v;
+        }
+        if g.closed {
+            return Vec::new();
+        }
+        g = state.1.wait(g).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+/// Wait up to 50 ms for the helper to finish or to ask for a buffer:
+/// `(done, wanted length)`.
+fn wait_for_worker(state: &State) -> (bool, Option<usize>) {
+    let g = lock(state);
+    let (g, _) = state
+        .1
+        .wait_timeout_while(g, Duration::from_millis(50), |s| {
+            !s.done && s.want.is_none()
+        })
+        .unwrap_or_else(|e| e.into_inner());
+    (g.done, g.want)
+}
+
+/// The calling thread's side of an output allocation: reserve `n` values
+/// and hand them to the helper. A refused allocation hands back an empty
+/// buffer; the helper's own reservation then reports the error.
+fn hand_over_buffer(state: &State, n: usize) {
+    let mut v = Vec::new();
+    if v.try_reserve_exact(n).is_err() {
+        v = Vec::new();
+    }
+    let mut g = lock(state);
+    g.want = None;
+    g.got = Some(v);
+    drop(g);
+    state.1.notify_all();
 }

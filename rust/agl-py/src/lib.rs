@@ -70,9 +70,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(features::bat, m)?)?;
     m.add_function(wrap_pyfunction!(features::efficientat, m)?)?;
     m.add_function(wrap_pyfunction!(features::to_db, m)?)?;
-    m.add_function(wrap_pyfunction!(features::to_db_f64, m)?)?;
-    m.add_function(wrap_pyfunction!(features::stft_f64, m)?)?;
-    m.add_function(wrap_pyfunction!(features::spectrogram_f64, m)?)?;
     m.add_function(wrap_pyfunction!(geo::haversine, m)?)?;
     m.add_function(wrap_pyfunction!(geo::geodesic, m)?)?;
     m.add_function(wrap_pyfunction!(geo::geoscore, m)?)?;
@@ -94,7 +91,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fingerprint::fingerprint_many, m)?)?;
     m.add_function(wrap_pyfunction!(fingerprint::pair, m)?)?;
     m.add_function(wrap_pyfunction!(compat::pcen, m)?)?;
-    m.add_function(wrap_pyfunction!(compat::resample_poly_f32, m)?)?;
-    m.add_function(wrap_pyfunction!(compat::resample_poly_f64, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::resample_poly, m)?)?;
     Ok(())
 }

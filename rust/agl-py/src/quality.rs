@@ -7,7 +7,7 @@ use agl_core::quality::{
     complexity_of, levels_batch, quality_batch_with, rms_frames, spectral_flatness_frames,
     KnownStats, QualityParams,
 };
-use agl_core::stft::PadMode;
+use agl_core::spectral::PadMode;
 use agl_core::AglError;
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods,
@@ -138,10 +138,10 @@ pub fn rms<'py>(
     let frame_length = args::count("frame_length", frame_length)?;
     let hop_length = args::count("hop_length", hop_length)?;
     let n_threads = args::threads(n_threads)?;
-    if frame_length > agl_core::stft::MAX_N_FFT {
+    if frame_length > agl_core::spectral::MAX_N_FFT {
         return Err(param_err(format!(
             "frame_length must be <= {}, got frame_length={frame_length}",
-            agl_core::stft::MAX_N_FFT
+            agl_core::spectral::MAX_N_FFT
         )));
     }
     let pm = PadMode::from_name(pad_mode).map_err(to_py)?;

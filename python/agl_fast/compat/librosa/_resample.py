@@ -50,6 +50,4 @@ def resample_poly(x: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
     up, down = target_sr // g, orig_sr // g
     n_out = -(-x.shape[-1] * up // down)
     h, offset = _filter(up, down, x.dtype.name)
-    if x.dtype == np.float32:
-        return _native.resample_poly_f32(x, h, up, down, offset, n_out)
-    return _native.resample_poly_f64(x, h, up, down, offset, n_out)
+    return _native.resample_poly(x, h, up, down, offset, n_out)

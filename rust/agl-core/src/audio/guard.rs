@@ -570,41 +570,7 @@ fn walk(
         ));
     }
     table(kind, body, at)?;
-    match kind {
-        b"hdlr" => track.sound |= body.get(8..12) == Some(b"soun"),
-        b"mdhd" => {
-            let v = body.first().copied().unwrap_or(0);
-            track.timescale = if v == 1 {
-                u32be(body, 20)
-            } else {
-                u32be(body, 12)
-            };
-        }
-        b"elst" => {
-            let v = body.first().copied().unwrap_or(0);
-            // The first edit that is not empty (an empty edit has media
-            // time -1) gives where the presentation starts.
-            let n = u32be(body, 4).unwrap_or(0) as usize;
-            let w = if v == 1 { 20 } else { 12 };
-            for i in 0..n {
-                let e = 8 + i * w;
-                let mt = if v == 1 {
-                    u64be(body, e + 8).map(|m| m as i64)
-                } else {
-                    u32be(body, e + 4).map(|m| m as i32 as i64)
-                };
-                match mt {
-                    Some(m) if m >= 0 => {
-                        track.media_time = Some(m as u64);
-                        break;
-                    }
-                    Some(_) => continue,
-                    None => break,
-                }
-            }
-        }
-        _ => {}
-    }
+    track_box(kind, body, track);
     let Some(skip) = container(kind) else {
         return Ok(());
     };
@@ -643,6 +609,50 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// What box `kind` tells about its track: sound or not, the timescale,
+/// where the presentation starts.
+fn track_box(kind: &[u8; 4], body: &[u8], track: &mut Track) {
+    match kind {
+        b"hdlr" => track.sound |= body.get(8..12) == Some(b"soun"),
+        b"mdhd" => {
+            let v = body.first().copied().unwrap_or(0);
+            track.timescale = if v == 1 {
+                u32be(body, 20)
+            } else {
+                u32be(body, 12)
+            };
+        }
+        b"elst" => {
+            if let Some(m) = first_media_time(body) {
+                track.media_time = Some(m);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The media time of an edit list's first edit that is not empty (an
+/// empty edit has media time -1): where the presentation starts.
+fn first_media_time(body: &[u8]) -> Option<u64> {
+    let v = body.first().copied().unwrap_or(0);
+    let n = u32be(body, 4).unwrap_or(0) as usize;
+    let w = if v == 1 { 20 } else { 12 };
+    for i in 0..n {
+        let e = 8 + i * w;
+        let mt = if v == 1 {
+            u64be(body, e + 8).map(|m| m as i64)
+        } else {
+            u32be(body, e + 4).map(|m| m as i32 as i64)
+        };
+        match mt {
+            Some(m) if m >= 0 => return Some(m as u64),
+            Some(_) => continue,
+            None => return None,
+        }
+    }
+    None
 }
 
 /// A sample table's entry count must fit in its box.

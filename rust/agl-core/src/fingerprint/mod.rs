@@ -23,12 +23,13 @@
 mod pair;
 mod peaks;
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{AglError, Result};
 use crate::parallel::Cancel;
 use crate::resample::{resample, Quality};
-use crate::rfft::RealFft;
+use crate::spectral::plans::rfft_plan;
+use crate::spectral::rfft::RealFft;
 use crate::window::Window;
 
 pub use pair::{pair, Match, PairItem, PairOptions, MIN_MATCHES, MIN_SCORE};
@@ -110,13 +111,13 @@ pub fn n_frames(n: usize) -> usize {
     }
 }
 
-fn plan() -> &'static (RealFft, Vec<f32>) {
-    static PLAN: OnceLock<(RealFft, Vec<f32>)> = OnceLock::new();
+fn plan() -> &'static (Arc<RealFft>, Vec<f32>) {
+    static PLAN: OnceLock<(Arc<RealFft>, Vec<f32>)> = OnceLock::new();
     PLAN.get_or_init(|| {
         let w = Window::Hann { periodic: true }
             .coefficients(N_FFT)
             .unwrap_or_else(|_| vec![1.0; N_FFT]);
-        (RealFft::new(N_FFT), w)
+        (rfft_plan(N_FFT), w)
     })
 }
 

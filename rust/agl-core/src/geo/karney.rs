@@ -396,6 +396,8 @@ struct Lambda {
 impl Ellipsoid {
     /// Starting azimuth `(sin, cos)` for Newton's method (section 5), or a
     /// finished short-line solution `sig12 >= 0` with its `dnm`.
+    // Long: Karney's `InverseStart` (section 5) as published: the short-line
+    // and the antipodal starts share their intermediate terms.
     fn inverse_start(&self, p1: Beta, p2: Beta, lam12: f64, slam12: f64, clam12: f64) -> Start {
         let (sbet1, cbet1, _) = p1;
         let (sbet2, cbet2, _) = p2;
@@ -569,6 +571,9 @@ impl Ellipsoid {
 
     /// Geodesic distance in metres between two points (degrees). The caller
     /// guarantees finite coordinates with latitudes in [-90, 90].
+    // Long: GeographicLib's inverse solution (Karney 2013, `GenInverse`) step
+    // by step, so it reads against the published algorithm; its stages share
+    // a dozen angles and splitting them would only pass those around.
     pub fn distance(&self, lat1: f64, lon1: f64, lat2: f64, lon2: f64) -> f64 {
         let (lon12, lon12s) = ang_diff(lon1, lon2);
         let lonsign = if lon12 >= 0.0 { 1.0 } else { -1.0 };

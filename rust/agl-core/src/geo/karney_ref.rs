@@ -486,6 +486,8 @@ impl Ellipsoid {
 
     /// Geodesic distance in metres between two points (degrees). The caller
     /// guarantees finite coordinates with latitudes in [-90, 90].
+    // Long: the reference transcription of Karney's `GenInverse`, kept
+    // statement for statement beside the published algorithm on purpose.
     pub fn distance(&self, lat1: f64, lon1: f64, lat2: f64, lon2: f64) -> f64 {
         let (lon12, lon12s) = ang_diff(lon1, lon2);
         let lonsign = if lon12 >= 0.0 { 1.0 } else { -1.0 };

@@ -1,5 +1,5 @@
 //! The double-precision STFT (the float64 path): librosa's framing,
-//! padding and window placement (those of [`crate::stft::StftPlan`]), every
+//! padding and window placement (those of [`crate::spectral::StftPlan`]), every
 //! arithmetic step in f64, and one of four outputs per frame (a [`Sink`]):
 //! the complex spectrum in complex128, the same rounded once to complex64,
 //! `|X|^power` in f64, or that projected on a mel filterbank in f64. The
@@ -11,36 +11,17 @@
 //! [`BLOCK_BYTES`] of output (64 frames of complex128 at n_fft 2048, about
 //! the L2 cache).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use num_complex::{Complex32, Complex64};
 
 use crate::error::{AglError, Result};
-use crate::mel::MelBank;
 use crate::parallel::Cancel;
-use crate::stft::{reflect_index, PadMode, StftParams};
+use crate::spectral::{reflect_index, PadMode, StftParams};
 
 /// Output bytes of one block of frames (see the module notes; at most 64
 /// frames a block).
 const BLOCK_BYTES: usize = 1 << 18;
-
-/// Cached forward real FFT plans in double precision.
-fn rfft_plan_f64(n: usize) -> Arc<dyn realfft::RealToComplex<f64>> {
-    type Cache = (
-        realfft::RealFftPlanner<f64>,
-        HashMap<usize, Arc<dyn realfft::RealToComplex<f64>>>,
-    );
-    static PLANS: OnceLock<Mutex<Cache>> = OnceLock::new();
-    let m = PLANS.get_or_init(|| Mutex::new((realfft::RealFftPlanner::new(), HashMap::new())));
-    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = g.1.get(&n) {
-        return p.clone();
-    }
-    let p = g.0.plan_fft_forward(n);
-    g.1.insert(n, p.clone());
-    p
-}
 
 /// A sample the float64 STFT reads: f64, or f32 widened exactly (as
 /// numpy's product of float32 frames and a float64 window).
@@ -120,7 +101,7 @@ impl Sink for Complex64Out {
 /// `re * re + im * im`, then the exponent `power / 2` (a square root for
 /// `power = 1`, a square for 4, `powf` otherwise).
 #[inline(always)]
-fn magnitude(c: Complex64, power: f64) -> f64 {
+pub fn magnitude(c: Complex64, power: f64) -> f64 {
     let p = c.re * c.re + c.im * c.im;
     if power == 2.0 {
         p
@@ -138,9 +119,9 @@ pub struct PowerOut {
     pub power: f64,
 }
 
-/// `power` in `(0, MAX_POWER]` (see [`crate::features::MAX_POWER`]).
+/// `power` in `(0, MAX_POWER]` (see [`super::MAX_POWER`]).
 pub fn check_power_f64(power: f64) -> Result<()> {
-    let max = f64::from(crate::features::MAX_POWER);
+    let max = f64::from(super::MAX_POWER);
     if !(power > 0.0 && power <= max) {
         return Err(AglError::param(
             "power",
@@ -161,36 +142,6 @@ impl Sink for PowerOut {
         for (o, &c) in out.iter_mut().zip(spectrum) {
             *o = magnitude(c, self.power);
         }
-    }
-}
-
-/// `|X|^power` projected on a mel filterbank (weights widened to f64, only
-/// the non-zero ones touched): `n_mels` values per frame.
-pub struct MelOut<'a> {
-    pub power: f64,
-    pub bank: &'a MelBank,
-}
-
-impl Sink for MelOut<'_> {
-    type Out = f64;
-    fn width(&self, _: usize) -> usize {
-        self.bank.n_mels
-    }
-    fn check(&self, n_freqs: usize) -> Result<()> {
-        if self.bank.n_freqs != n_freqs {
-            return Err(AglError::Shape(format!(
-                "the mel filterbank has {} frequency bins, the STFT {n_freqs}",
-                self.bank.n_freqs
-            )));
-        }
-        Ok(())
-    }
-    #[inline]
-    fn emit(&self, spectrum: &[Complex64], out: &mut [f64], scratch: &mut [f64]) {
-        for (p, &c) in scratch.iter_mut().zip(spectrum) {
-            *p = magnitude(c, self.power);
-        }
-        self.bank.apply_f64(&scratch[..spectrum.len()], out);
     }
 }
 
@@ -244,12 +195,10 @@ pub fn stft_f64_into(
 ) -> Result<usize> {
     stft_f64_sink_into(
         rows,
-        params,
-        window,
+        Float64Framing::new(params, window, Layout::Values),
+        &Complex128Out,
         n_threads,
         cancel,
-        &Complex128Out,
-        Layout::Values,
         out,
     )
 }
@@ -295,23 +244,44 @@ pub enum Layout {
     Frames,
 }
 
+/// The framing of a float64 STFT: its parameters, the window
+/// (`win_length` coefficients) and the layout of each item's values.
+#[derive(Debug, Clone, Copy)]
+pub struct Float64Framing<'a> {
+    pub params: &'a StftParams,
+    pub window: &'a [f64],
+    pub layout: Layout,
+}
+
+impl<'a> Float64Framing<'a> {
+    pub fn new(params: &'a StftParams, window: &'a [f64], layout: Layout) -> Self {
+        Float64Framing {
+            params,
+            window,
+            layout,
+        }
+    }
+}
+
 /// The float64 STFT of `rows` into `out` through `sink`: `[rows, width,
 /// frames]` row-major ([`Layout::Values`]) or `[rows, frames, width]`
 /// ([`Layout::Frames`]), every value written once (the buffer need not be
 /// initialised). Returns the frame count.
-#[allow(clippy::too_many_arguments)]
 pub fn stft_f64_sink_into<S: Sink, X: Sample>(
     rows: &[&[X]],
-    params: &StftParams,
-    window: &[f64],
+    framing: Float64Framing<'_>,
+    sink: &S,
     n_threads: Option<usize>,
     cancel: &Cancel,
-    sink: &S,
-    layout: Layout,
     out: &mut [S::Out],
 ) -> Result<usize> {
     use rayon::prelude::*;
 
+    let Float64Framing {
+        params,
+        window,
+        layout,
+    } = framing;
     let len = check_input(rows, params, window)?;
     let n_fft = params.n_fft;
     let n_frames = params.n_frames(len)?;
@@ -328,70 +298,111 @@ pub fn stft_f64_sink_into<S: Sink, X: Sample>(
     let lo = (n_fft - params.win_length) / 2;
     let mut padded_window = vec![0.0f64; n_fft];
     padded_window[lo..lo + params.win_length].copy_from_slice(window);
-    let framer = Framer {
-        params,
-        window: &padded_window,
-        len,
+    let items = Items {
+        framer: Framer {
+            params,
+            window: &padded_window,
+            len,
+        },
+        plan: super::plans::rfft64_plan(n_fft),
+        sink,
+        width,
+        n_frames,
+        block: (BLOCK_BYTES / (width.max(1) * std::mem::size_of::<S::Out>())).clamp(4, 64),
+        cancel,
     };
-    let plan = rfft_plan_f64(n_fft);
-    let block = (BLOCK_BYTES / (width.max(1) * std::mem::size_of::<S::Out>())).clamp(4, 64);
     crate::parallel::install(n_threads, || {
         out.par_chunks_mut(width * n_frames.max(1))
             .zip(rows.par_iter())
-            .for_each(|(item, x)| {
-                let mut frame = plan.make_input_vec();
-                let mut spectrum = plan.make_output_vec();
-                let mut scratch = plan.make_scratch_vec();
-                let mut power = vec![0.0f64; n_freqs];
-                // Frame `t` of `x` through the transform into the sink's
-                // `width` values `col`.
-                let mut one = |t: usize, col: &mut [S::Out]| {
-                    framer.frame(x, t, &mut frame);
-                    // Lengths match the plan by construction.
-                    match sink.as_spectrum(col) {
-                        Some(dst) => {
-                            let _ = plan.process_with_scratch(&mut frame, dst, &mut scratch);
-                        }
-                        None => {
-                            let _ =
-                                plan.process_with_scratch(&mut frame, &mut spectrum, &mut scratch);
-                            sink.emit(&spectrum, col, &mut power);
-                        }
-                    }
-                };
-                if layout == Layout::Frames {
-                    for (t, col) in item.chunks_exact_mut(width).enumerate() {
-                        if t % 64 == 0 && cancel.is_cancelled() {
-                            return;
-                        }
-                        one(t, col);
-                    }
-                    return;
-                }
-                let mut cols = vec![S::Out::default(); block * width];
-                let mut run = vec![S::Out::default(); block];
-                let mut t0 = 0;
-                while t0 < n_frames {
-                    if cancel.is_cancelled() {
-                        return;
-                    }
-                    let nb = block.min(n_frames - t0);
-                    for (b, col) in cols.chunks_exact_mut(width).take(nb).enumerate() {
-                        one(t0 + b, col);
-                    }
-                    transpose_block(&cols, width, nb, item, n_frames, t0, &mut run);
-                    t0 += nb;
-                }
-            });
+            .for_each(|(item, x)| items.run(x, item, layout));
     })?;
     cancel.check()?;
     Ok(n_frames)
 }
 
+/// What every item of [`stft_f64_sink_into`] shares.
+struct Items<'a, S: Sink> {
+    framer: Framer<'a>,
+    plan: Arc<dyn realfft::RealToComplex<f64>>,
+    sink: &'a S,
+    width: usize,
+    n_frames: usize,
+    /// Frames a block of the [`Layout::Values`] transpose.
+    block: usize,
+    cancel: &'a Cancel,
+}
+
+/// One worker's buffers for [`Items`].
+struct ItemScratch {
+    frame: Vec<f64>,
+    spectrum: Vec<Complex64>,
+    scratch: Vec<Complex64>,
+    power: Vec<f64>,
+}
+
+impl<S: Sink> Items<'_, S> {
+    /// The STFT of signal `x` into `item` (its `width * n_frames` values).
+    fn run<X: Sample>(&self, x: &[X], item: &mut [S::Out], layout: Layout) {
+        let plan = &self.plan;
+        let mut s = ItemScratch {
+            frame: plan.make_input_vec(),
+            spectrum: plan.make_output_vec(),
+            scratch: plan.make_scratch_vec(),
+            power: vec![0.0f64; self.framer.params.n_freqs()],
+        };
+        let (width, n_frames) = (self.width, self.n_frames);
+        if layout == Layout::Frames {
+            for (t, col) in item.chunks_exact_mut(width).enumerate() {
+                if t % 64 == 0 && self.cancel.is_cancelled() {
+                    return;
+                }
+                self.frame(&mut s, x, t, col);
+            }
+            return;
+        }
+        let block = self.block;
+        let mut cols = vec![S::Out::default(); block * width];
+        let mut run = vec![S::Out::default(); block];
+        let mut t0 = 0;
+        while t0 < n_frames {
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            let nb = block.min(n_frames - t0);
+            for (b, col) in cols.chunks_exact_mut(width).take(nb).enumerate() {
+                self.frame(&mut s, x, t0 + b, col);
+            }
+            transpose_block(&cols, width, nb, item, n_frames, t0, &mut run);
+            t0 += nb;
+        }
+    }
+
+    /// Frame `t` of `x` through the transform into the sink's `width`
+    /// values `col`.
+    #[inline]
+    fn frame<X: Sample>(&self, s: &mut ItemScratch, x: &[X], t: usize, col: &mut [S::Out]) {
+        self.framer.frame(x, t, &mut s.frame);
+        // Lengths match the plan by construction.
+        match self.sink.as_spectrum(col) {
+            Some(dst) => {
+                let _ = self
+                    .plan
+                    .process_with_scratch(&mut s.frame, dst, &mut s.scratch);
+            }
+            None => {
+                let _ =
+                    self.plan
+                        .process_with_scratch(&mut s.frame, &mut s.spectrum, &mut s.scratch);
+                self.sink.emit(&s.spectrum, col, &mut s.power);
+            }
+        }
+    }
+}
+
 /// Write the `nb` frames of `cols` (`width` values each, frame-major) to
 /// columns `t0..t0 + nb` of `item`'s `[width, n_frames]` rows. Each row's
 /// run is gathered in `run` (in L1) and written with one streaming copy
-/// ([`crate::lanefft::stream_copy`]): the output's cache lines are written
+/// ([`crate::spectral::lanes::stream_copy`]): the output's cache lines are written
 /// whole, without first being read from memory.
 #[inline]
 fn transpose_block<T: Copy>(
@@ -417,10 +428,10 @@ fn transpose_block<T: Copy>(
         // values, the count copied.
         unsafe {
             let src = std::slice::from_raw_parts(run.as_ptr() as *const f32, nb * words);
-            crate::lanefft::stream_copy(dst.as_mut_ptr() as *mut f32, src);
+            crate::spectral::lanes::stream_copy(dst.as_mut_ptr() as *mut f32, src);
         }
     }
-    crate::lanefft::stream_fence();
+    crate::spectral::lanes::stream_fence();
 }
 
 /// Windowed frames of one signal (padding applied).
@@ -462,6 +473,7 @@ impl Framer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mel::{MelNorm, MelOut};
     use crate::parallel::never;
 
     fn signal(n: usize) -> Vec<f64> {
@@ -506,43 +518,38 @@ mod tests {
 
     #[test]
     fn oversized_n_fft_is_a_parameter_error() {
-        let p = StftParams::new(crate::stft::MAX_N_FFT + 2);
+        let p = StftParams::new(crate::spectral::MAX_N_FFT + 2);
         assert!(matches!(
             p.validate(),
             Err(AglError::InvalidParameter { name: "n_fft", .. })
         ));
     }
 
-    /// Every sink gives, value for value, its operation on the complex128
-    /// spectrum, whatever the block size and thread count.
+    /// `sink`'s values for `rows` in librosa's layout on `threads` threads.
+    fn sink_values<S: Sink, X: Sample>(
+        rows: &[&[X]],
+        (p, w): (&StftParams, &[f64]),
+        sink: &S,
+        threads: usize,
+    ) -> Result<Vec<S::Out>> {
+        let total = stft_f64_sink_len(rows, p, sink.width(p.n_freqs()))?;
+        let mut out = vec![S::Out::default(); total];
+        let framing = Float64Framing::new(p, w, Layout::Values);
+        stft_f64_sink_into(rows, framing, sink, Some(threads), never(), &mut out)?;
+        Ok(out)
+    }
+
+    /// The complex64 sink is the complex128 spectrum rounded once, and
+    /// float32 samples are widened exactly (the bits of their f64 copy).
     #[test]
-    fn sinks_reduce_the_complex_spectrum() {
+    fn complex_sinks_round_once_and_widen_exactly() {
         let ([x, y], p, w) = two_rows(9000, 256);
         let rows = [&x[..], &y[..]];
-        let nb = p.n_freqs();
-        let (nf, full) = stft_f64_batch(&rows, &p, &w, Some(1), never()).unwrap();
-        let run = |sink: &dyn Fn(usize, &mut Vec<f64>) -> usize| {
-            let mut out = Vec::new();
-            let width = sink(2, &mut out);
-            assert_eq!(out.len(), 2 * width * nf);
-            (width, out)
-        };
-        let mut c64 = vec![Complex32::default(); full.len()];
-        stft_f64_sink_into(
-            &rows,
-            &p,
-            &w,
-            Some(2),
-            never(),
-            &Complex64Out,
-            Layout::Values,
-            &mut c64,
-        )
-        .unwrap();
+        let (_, full) = stft_f64_batch(&rows, &p, &w, Some(1), never()).unwrap();
+        let c64 = sink_values(&rows, (&p, &w), &Complex64Out, 2).unwrap();
         for (a, b) in c64.iter().zip(&full) {
             assert_eq!((a.re, a.im), (b.re as f32, b.im as f32));
         }
-        // float32 samples are widened exactly: the bits of their f64 copy.
         let narrow: Vec<Vec<f32>> = rows
             .iter()
             .map(|r| r.iter().map(|&v| v as f32).collect())
@@ -551,52 +558,22 @@ mod tests {
             .iter()
             .map(|r| r.iter().map(|&v| f64::from(v)).collect())
             .collect();
-        let (nr, wr) = (
-            [&narrow[0][..], &narrow[1][..]],
-            [&wide[0][..], &wide[1][..]],
-        );
-        let mut a = vec![Complex64::default(); full.len()];
-        let mut b = a.clone();
-        stft_f64_sink_into(
-            &nr,
-            &p,
-            &w,
-            Some(1),
-            never(),
-            &Complex128Out,
-            Layout::Values,
-            &mut a,
-        )
-        .unwrap();
-        stft_f64_sink_into(
-            &wr,
-            &p,
-            &w,
-            Some(1),
-            never(),
-            &Complex128Out,
-            Layout::Values,
-            &mut b,
-        )
-        .unwrap();
+        let nr = [&narrow[0][..], &narrow[1][..]];
+        let wr = [&wide[0][..], &wide[1][..]];
+        let a = sink_values(&nr, (&p, &w), &Complex128Out, 1).unwrap();
+        let b = sink_values(&wr, (&p, &w), &Complex128Out, 1).unwrap();
         assert_eq!(a, b);
+    }
+
+    /// The power sink gives `|X|^power` of the complex128 spectrum.
+    #[test]
+    fn power_sink_is_the_power_of_the_spectrum() {
+        let ([x, y], p, w) = two_rows(9000, 256);
+        let rows = [&x[..], &y[..]];
+        let (_, full) = stft_f64_batch(&rows, &p, &w, Some(1), never()).unwrap();
         for power in [1.0, 2.0, 1.5, 4.0] {
-            let (_, got) = run(&|threads, out| {
-                out.resize(full.len(), 0.0);
-                let s = PowerOut { power };
-                stft_f64_sink_into(
-                    &rows,
-                    &p,
-                    &w,
-                    Some(threads),
-                    never(),
-                    &s,
-                    Layout::Values,
-                    out,
-                )
-                .unwrap();
-                nb
-            });
+            let got = sink_values(&rows, (&p, &w), &PowerOut { power }, 2).unwrap();
+            assert_eq!(got.len(), full.len());
             for (g, c) in got.iter().zip(&full) {
                 let want = (c.re * c.re + c.im * c.im).powf(power / 2.0);
                 assert!(
@@ -605,32 +582,26 @@ mod tests {
                 );
             }
         }
-        let bank = crate::mel::librosa_mel(
-            22050.0,
-            256,
-            40,
-            0.0,
-            None,
-            false,
-            crate::mel::MelNorm::Slaney,
-        )
-        .unwrap();
-        let mut mel = vec![0.0; 2 * 40 * nf];
-        let s = MelOut {
+    }
+
+    /// The mel sink projects the power spectrum on the bank, and refuses a
+    /// bank of another `n_fft`.
+    #[test]
+    fn mel_sink_projects_the_power_spectrum() {
+        let ([x, y], p, w) = two_rows(9000, 256);
+        let rows = [&x[..], &y[..]];
+        let nb = p.n_freqs();
+        let (nf, full) = stft_f64_batch(&rows, &p, &w, Some(1), never()).unwrap();
+        let mel_bank = |n_fft| {
+            crate::mel::librosa_mel(22050.0, n_fft, 40, 0.0, None, false, MelNorm::Slaney).unwrap()
+        };
+        let bank = mel_bank(256);
+        let sink = MelOut {
             power: 2.0,
             bank: &bank,
         };
-        stft_f64_sink_into(
-            &rows,
-            &p,
-            &w,
-            Some(1),
-            never(),
-            &s,
-            Layout::Values,
-            &mut mel,
-        )
-        .unwrap();
+        let mel = sink_values(&rows, (&p, &w), &sink, 1).unwrap();
+        assert_eq!(mel.len(), 2 * 40 * nf);
         for r in 0..2 {
             for t in 0..nf {
                 for m in 0..40 {
@@ -645,31 +616,12 @@ mod tests {
                 }
             }
         }
-        let wrong = crate::mel::librosa_mel(
-            22050.0,
-            512,
-            40,
-            0.0,
-            None,
-            false,
-            crate::mel::MelNorm::Slaney,
-        )
-        .unwrap();
-        let s = MelOut {
+        let wrong = mel_bank(512);
+        let sink = MelOut {
             power: 2.0,
             bank: &wrong,
         };
-        assert!(stft_f64_sink_into(
-            &rows,
-            &p,
-            &w,
-            Some(1),
-            never(),
-            &s,
-            Layout::Values,
-            &mut mel
-        )
-        .is_err());
+        assert!(sink_values(&rows, (&p, &w), &sink, 1).is_err());
     }
 
     /// [`Layout::Frames`] holds the values of [`Layout::Values`], each
@@ -685,18 +637,23 @@ mod tests {
             let width = sink.width(p.n_freqs());
             let total = stft_f64_sink_len(rows, p, width).unwrap();
             let mut a = vec![S::Out::default(); total];
-            let nf = stft_f64_sink_into(rows, p, w, Some(1), never(), sink, Layout::Values, &mut a)
-                .unwrap();
+            let nf = stft_f64_sink_into(
+                rows,
+                Float64Framing::new(p, w, Layout::Values),
+                sink,
+                Some(1),
+                never(),
+                &mut a,
+            )
+            .unwrap();
             for threads in [1, 2] {
                 let mut b = vec![S::Out::default(); total];
                 stft_f64_sink_into(
                     rows,
-                    p,
-                    w,
+                    Float64Framing::new(p, w, Layout::Frames),
+                    sink,
                     Some(threads),
                     never(),
-                    sink,
-                    Layout::Frames,
                     &mut b,
                 )
                 .unwrap();

@@ -38,8 +38,10 @@ enum Kind {
 }
 
 impl RealFft {
-    /// Plan a transform of `n` real samples (`n >= 1`).
-    pub fn new(n: usize) -> Self {
+    /// Plan a transform of `n` real samples (`n >= 1`); `half(m)` gives the
+    /// complex FFT of `m = n / 2` values an even length runs on (the shared
+    /// plan of [`super::plans::cfft_plan`]).
+    pub fn new(n: usize, half: impl FnOnce(usize) -> Arc<dyn rustfft::Fft<f32>>) -> Self {
         let n = n.max(1);
         if n % 2 == 1 {
             let plan = RealFftPlanner::<f32>::new().plan_fft_forward(n);
@@ -58,7 +60,7 @@ impl RealFft {
         RealFft {
             n,
             kind: Kind::Half {
-                cplx: crate::stft::cfft_plan(m),
+                cplx: half(m),
                 twiddles,
             },
         }
@@ -225,6 +227,7 @@ unsafe fn post_avx2(z: &[Complex32], x: &mut [Complex32], tw: &[Complex32]) -> u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spectral::plans::cfft_plan;
     use crate::testutil::noise;
 
     /// The one-sided DFT in f64, from the definition.
@@ -246,7 +249,7 @@ mod tests {
             1, 2, 3, 4, 6, 8, 10, 14, 16, 18, 30, 32, 34, 64, 100, 257, 400, 512, 1024,
         ] {
             let x = noise(n, n as u64);
-            let p = RealFft::new(n);
+            let p = RealFft::new(n, cfft_plan);
             let (mut inp, mut out, mut s) = (x.clone(), p.make_output_vec(), p.make_scratch_vec());
             p.process_with_scratch(&mut inp, &mut out, &mut s).unwrap();
             let want = dft(&x);
@@ -262,7 +265,7 @@ mod tests {
     fn matches_realfft_and_rejects_wrong_lengths() {
         for n in [2, 16, 48, 512, 2048] {
             let x = noise(n, 3);
-            let mine = RealFft::new(n);
+            let mine = RealFft::new(n, cfft_plan);
             let theirs = RealFftPlanner::<f32>::new().plan_fft_forward(n);
             let (mut a, mut b) = (x.clone(), x.clone());
             let (mut oa, mut ob) = (mine.make_output_vec(), theirs.make_output_vec());
@@ -277,7 +280,7 @@ mod tests {
                 assert!((u - v).norm() <= 1e-6 * scale, "n={n}: {u} vs {v}");
             }
         }
-        let p = RealFft::new(8);
+        let p = RealFft::new(8, cfft_plan);
         let mut s = p.make_scratch_vec();
         assert!(p
             .process_with_scratch(&mut [0.0; 7], &mut p.make_output_vec(), &mut s)
@@ -287,7 +290,7 @@ mod tests {
     #[test]
     fn identical_frames_give_identical_spectra() {
         // The complexity metrics rely on it: a constant clip scores 0.
-        let p = RealFft::new(512);
+        let p = RealFft::new(512, cfft_plan);
         let x = vec![0.7f32; 512];
         let mut s = p.make_scratch_vec();
         let (mut a, mut b) = (x.clone(), x);

@@ -1,21 +1,27 @@
 //! Short-time Fourier transform with librosa's framing and padding.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use num_complex::Complex32;
 
-use crate::batch::{run_blockwise, run_framewise, FrameOutput, Layout, RunOpts};
-use crate::error::{all_finite, check_finite, AglError, Result};
-use crate::lanefft::{Frames, LaneFft, LANES, V};
+use super::blocks::run_blockwise;
+use super::engine::SpectralBatch;
+use super::lanes::{LaneFft, LANES};
+use super::plans::rfft_plan;
+use super::rfft::RealFft;
+use super::{LaneStft, PairFft};
+use crate::batch::{run_framewise, FrameOutput, Layout, RunOpts};
+use crate::error::{check_finite, AglError, Result};
 use crate::parallel::Cancel;
-pub use crate::rfft::RealFft;
-pub use crate::stft64::{stft_f64_batch, stft_f64_into, stft_f64_len};
 use crate::window::{pad_center, Window};
 
 /// Largest FFT (and frame) length accepted: 2^24 samples, about six minutes
 /// at 48 kHz, so a plan or a frame buffer never reaches gigabytes.
 pub const MAX_N_FFT: usize = 1 << 24;
+
+/// Largest magnitude exponent: `|X|^power` of any spectrum beyond it
+/// overflows or flushes to zero in float32.
+pub const MAX_POWER: f32 = 16.0;
 
 /// Padding applied at both ends when `center` is true.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,21 +176,6 @@ impl StftParams {
         Ok(1 + (padded - self.n_fft) / self.hop_length)
     }
 }
-
-/// Cached forward real FFT plans (see [`RealFft`]), shared by all workers.
-pub fn rfft_plan(n: usize) -> Arc<RealFft> {
-    static PLANS: OnceLock<Mutex<HashMap<usize, Arc<RealFft>>>> = OnceLock::new();
-    let m = PLANS.get_or_init(Default::default);
-    if let Some(p) = m.lock().unwrap_or_else(|e| e.into_inner()).get(&n) {
-        return p.clone();
-    }
-    let p = Arc::new(RealFft::new(n));
-    m.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(n, p.clone());
-    p
-}
-
 /// Index into a signal of length `n` for a (possibly negative or past-the-end)
 /// position, with numpy's `reflect` rule applied repeatedly.
 #[inline]
@@ -360,397 +351,6 @@ impl StftPlan {
     }
 }
 
-/// Cached frame-batched real FFT plans (see [`crate::lanefft`]); `None` for
-/// lengths the lane transform does not take.
-pub fn lane_plan(n: usize) -> Option<Arc<LaneFft>> {
-    type Cache = HashMap<usize, Option<Arc<LaneFft>>>;
-    static PLANS: OnceLock<Mutex<Cache>> = OnceLock::new();
-    let m = PLANS.get_or_init(Default::default);
-    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-    g.entry(n)
-        .or_insert_with(|| LaneFft::new(n).map(Arc::new))
-        .clone()
-}
-
-/// What [`LaneStft::run`] leaves: the one-sided spectra in `re`, `im`;
-/// their power in the given vectors; or the half-length transforms before
-/// the split.
-enum Spectra<'a> {
-    Bins,
-    Power(&'a mut [V]),
-    Half,
-}
-
-/// Per-worker buffers of the block STFT: up to [`LANES`] windowed frames of
-/// one signal and their one-sided spectra, bin-major (`re[k].0[i]` is bin
-/// `k` of frame `t0 + i`).
-pub struct LaneStft {
-    fft: Arc<LaneFft>,
-    frames: Vec<f32>,
-    pub re: Vec<V>,
-    pub im: Vec<V>,
-}
-
-impl LaneStft {
-    pub fn new(fft: Arc<LaneFft>) -> Self {
-        let (re, im) = fft.make_buffers();
-        LaneStft {
-            frames: vec![0.0; LANES * fft.len()],
-            fft,
-            re,
-            im,
-        }
-    }
-
-    /// Spectra of frames `t0 .. t0 + n` of `src` (`n <= LANES`; the other
-    /// lanes hold zeros). A frame that lies inside a plain signal is read
-    /// where it is, the window applied as it is loaded; the others (padding,
-    /// pre-emphasis, gain) are windowed into a buffer first.
-    ///
-    /// The samples of [`block_span`] are checked for NaN and infinity first
-    /// (an [`AglError::NonFinite`] with the signal's first bad index in that
-    /// span): the blocks of a signal partition it, so a batch whose
-    /// finiteness was left to this engine ([`check_signal_lengths`]) has
-    /// every sample checked once, as it enters the cache for the transform,
-    /// instead of in a separate pass over memory. See [`LaneCheck`].
-    pub fn block(&mut self, plan: &StftPlan, src: &Source<'_>, t0: usize, n: usize) -> Result<()> {
-        self.run(plan, src, t0, n, Spectra::Bins)
-    }
-
-    /// [`LaneStft::block`] reduced to `|X|^2` into `power` (`n_fft / 2 + 1`
-    /// vectors; see [`LaneFft::forward_power`]); `re` and `im` are left as
-    /// scratch.
-    pub fn block_power(
-        &mut self,
-        plan: &StftPlan,
-        src: &Source<'_>,
-        t0: usize,
-        n: usize,
-        power: &mut [V],
-    ) -> Result<()> {
-        self.run(plan, src, t0, n, Spectra::Power(power))
-    }
-
-    /// [`LaneStft::block`] without the split: `re[..n_fft / 2]` and
-    /// `im[..n_fft / 2]` hold the half-length transforms, for
-    /// [`LaneFft::split_pair`] (see [`LaneStft::fft`]).
-    pub fn transform(
-        &mut self,
-        plan: &StftPlan,
-        src: &Source<'_>,
-        t0: usize,
-        n: usize,
-    ) -> Result<()> {
-        self.run(plan, src, t0, n, Spectra::Half)
-    }
-
-    /// The plan this engine runs.
-    pub fn fft(&self) -> &LaneFft {
-        &self.fft
-    }
-
-    fn run(
-        &mut self,
-        plan: &StftPlan,
-        src: &Source<'_>,
-        t0: usize,
-        n: usize,
-        spectra: Spectra<'_>,
-    ) -> Result<()> {
-        let span = block_span(plan, src, t0, n);
-        if let Some(x) = src.samples.get(span.clone()) {
-            if !all_finite(x) {
-                let index = span.start + x.iter().position(|v| !v.is_finite()).unwrap_or(0);
-                return Err(AglError::NonFinite {
-                    what: "audio buffer".to_string(),
-                    index,
-                });
-            }
-        }
-        let len = self.fft.len();
-        let n = n.min(LANES);
-        let plain = src.preemphasis.is_none() && src.gain == 1.0;
-        let hop = plan.params.hop_length;
-        let pad = plan.params.pad();
-        let inside = |t: usize| {
-            let start = (t * hop).checked_sub(pad)?;
-            (start + len <= src.samples.len()).then_some(start)
-        };
-        let buf = &mut self.frames;
-        crate::fastmath::vectorized_wide(
-            #[inline(always)]
-            || {
-                for (i, b) in buf.chunks_exact_mut(len).take(n).enumerate() {
-                    if !(plain && inside(t0 + i).is_some()) {
-                        plan.window_frame(src, t0 + i, b);
-                    }
-                }
-            },
-        );
-        let ones = self.fft.ones();
-        let mut frames = Frames {
-            src: [ones; LANES],
-            win: [ones; LANES],
-            windowed: false,
-        };
-        for (i, b) in self.frames.chunks_exact(len).take(n).enumerate() {
-            match inside(t0 + i) {
-                Some(start) if plain => {
-                    frames.src[i] = &src.samples[start..start + len];
-                    frames.win[i] = &plan.window;
-                    frames.windowed = true;
-                }
-                _ => frames.src[i] = b,
-            }
-        }
-        // Prefetch the samples of the next two blocks that this one does not
-        // read (measured on 1024-sample frames at hop 320, 16 frames a
-        // block: 12.3 us a block from memory, 10.7 prefetching one block
-        // ahead, 10.0 two blocks ahead, 8.5-9.0 from cache).
-        if n > 0 {
-            let first = |t: usize| (t * hop).saturating_sub(pad).min(src.samples.len());
-            let last = |t: usize| (t * hop + len).saturating_sub(pad).min(src.samples.len());
-            let ahead = last(t0 + n - 1).max(first(t0 + n))..last(t0 + 3 * n - 1);
-            if let Some(next) = src.samples.get(ahead) {
-                crate::lanefft::prefetch(next);
-            }
-        }
-        match spectra {
-            Spectra::Power(p) => self
-                .fft
-                .forward_power(&frames, n, &mut self.re, &mut self.im, p),
-            Spectra::Bins => self
-                .fft
-                .forward_windowed(&frames, n, &mut self.re, &mut self.im),
-            Spectra::Half => self.fft.transform(&frames, n, &mut self.re, &mut self.im),
-        }
-        Ok(())
-    }
-}
-
-/// The samples of `src` that the block of frames `t0 .. t0 + n` checks
-/// (see [`LaneStft::block`]): from where frame `t0` starts in the signal
-/// (before padding) to where frame `t0 + n` would start, clamped to the
-/// samples; the block holding the last frame takes the rest. Consecutive
-/// blocks of one signal's frames therefore partition all of its samples,
-/// whatever the padding, hop or window, and each span lies at the front of
-/// what its block reads.
-pub fn block_span(
-    plan: &StftPlan,
-    src: &Source<'_>,
-    t0: usize,
-    n: usize,
-) -> std::ops::Range<usize> {
-    let len = src.samples.len();
-    let hop = plan.params.hop_length;
-    let pad = plan.params.pad();
-    let at = |t: usize| t.saturating_mul(hop).saturating_sub(pad).min(len);
-    let last = plan
-        .n_frames(src.len())
-        .map_or(true, |total| t0 + n >= total);
-    at(t0)..if last { len } else { at(t0 + n) }
-}
-
-/// Cached forward complex FFT plans, shared by all workers.
-pub fn cfft_plan(n: usize) -> Arc<dyn rustfft::Fft<f32>> {
-    type Cache = (
-        rustfft::FftPlanner<f32>,
-        HashMap<usize, Arc<dyn rustfft::Fft<f32>>>,
-    );
-    static PLANS: OnceLock<Mutex<Cache>> = OnceLock::new();
-    let m = PLANS.get_or_init(|| Mutex::new((rustfft::FftPlanner::new(), HashMap::new())));
-    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = g.1.get(&n) {
-        return p.clone();
-    }
-    let p = if crate::fastmath::simd_enabled() {
-        g.0.plan_fft_forward(n)
-    } else {
-        rustfft::FftPlannerScalar::new().plan_fft_forward(n)
-    };
-    g.1.insert(n, p.clone());
-    p
-}
-
-/// Two-channel frame transform. When the two windowed frames have energies
-/// within 60 dB of each other, both spectra come from one complex FFT of
-/// `left + i right` (split by conjugate symmetry), which costs about as much
-/// as one real FFT; the quieter channel's error then stays below about
-/// `1e-4` of its own level. Otherwise (a silent or far quieter channel) each
-/// channel gets its own real FFT, so a silent channel stays exactly zero.
-pub struct StereoFft {
-    real: FftScratch,
-    fl: Vec<f32>,
-    fr: Vec<f32>,
-    z: Vec<Complex32>,
-    work: Vec<Complex32>,
-    cplx: Arc<dyn rustfft::Fft<f32>>,
-    /// One-sided spectrum of the left channel after [`StereoFft::frame`].
-    pub left: Vec<Complex32>,
-    /// One-sided spectrum of the right channel.
-    pub right: Vec<Complex32>,
-}
-
-/// Largest energy ratio between the channels for the packed transform.
-const PACKED_MAX_RATIO: f32 = 1e6;
-
-impl StereoFft {
-    pub fn new(n_fft: usize) -> Self {
-        let cplx = cfft_plan(n_fft);
-        let nf = n_fft / 2 + 1;
-        StereoFft {
-            real: FftScratch::new(n_fft),
-            fl: vec![0.0; n_fft],
-            fr: vec![0.0; n_fft],
-            z: vec![Complex32::new(0.0, 0.0); n_fft],
-            work: vec![Complex32::new(0.0, 0.0); cplx.get_inplace_scratch_len()],
-            cplx,
-            left: vec![Complex32::new(0.0, 0.0); nf],
-            right: vec![Complex32::new(0.0, 0.0); nf],
-        }
-    }
-
-    /// Spectra of frame `t` of both channels into `self.left`, `self.right`.
-    pub fn frame(&mut self, plan: &StftPlan, l: &Source<'_>, r: &Source<'_>, t: usize) {
-        self.frames(plan, l, t, r, t)
-    }
-
-    /// Spectra of frame `tl` of `l` and frame `tr` of `r`.
-    pub fn frames(
-        &mut self,
-        plan: &StftPlan,
-        l: &Source<'_>,
-        tl: usize,
-        r: &Source<'_>,
-        tr: usize,
-    ) {
-        plan.window_frame(l, tl, &mut self.fl);
-        plan.window_frame(r, tr, &mut self.fr);
-        self.transform();
-    }
-
-    /// The two frame buffers (`n_fft` samples each) that
-    /// [`StereoFft::transform`] reads.
-    pub fn inputs(&mut self) -> (&mut [f32], &mut [f32]) {
-        (&mut self.fl, &mut self.fr)
-    }
-
-    /// Spectra of the frames in the two input buffers into `self.left` and
-    /// `self.right` (packed into one complex FFT when their energies allow).
-    pub fn transform(&mut self) {
-        crate::fastmath::vectorized(
-            #[inline(always)]
-            || self.transform_impl(),
-        )
-    }
-
-    #[inline(always)]
-    fn transform_impl(&mut self) {
-        let n = self.fl.len();
-        let nf = n / 2 + 1;
-        let (el, er) = (energy(&self.fl), energy(&self.fr));
-        let packed = el > 0.0
-            && er > 0.0
-            && el.is_finite()
-            && er.is_finite()
-            && el <= er * PACKED_MAX_RATIO
-            && er <= el * PACKED_MAX_RATIO;
-        if !packed {
-            for (buf, out) in [(&self.fl, &mut self.left), (&self.fr, &mut self.right)] {
-                self.real.frame.copy_from_slice(buf);
-                let _ = self.real.plan.process_with_scratch(
-                    &mut self.real.frame,
-                    &mut self.real.spectrum,
-                    &mut self.real.work,
-                );
-                out.copy_from_slice(&self.real.spectrum[..nf]);
-            }
-            return;
-        }
-        for ((z, &a), &b) in self.z.iter_mut().zip(&self.fl).zip(&self.fr) {
-            *z = Complex32::new(a, b);
-        }
-        self.cplx.process_with_scratch(&mut self.z, &mut self.work);
-        // L[k] = (Z[k] + conj Z[N-k]) / 2, R[k] = (Z[k] - conj Z[N-k]) / 2i.
-        let z = &self.z;
-        let split = |zk: Complex32, zn: Complex32| {
-            (
-                Complex32::new(0.5 * (zk.re + zn.re), 0.5 * (zk.im - zn.im)),
-                Complex32::new(0.5 * (zk.im + zn.im), 0.5 * (zn.re - zk.re)),
-            )
-        };
-        (self.left[0], self.right[0]) = split(z[0], z[0]);
-        let (left, right) = (&mut self.left[1..nf], &mut self.right[1..nf]);
-        // Bins k = 1..nf pair with N - k = N-1 down to N+1-nf.
-        let pairs = z[1..nf].iter().zip(z[n + 1 - nf..n].iter().rev());
-        for ((lo, ro), (&zk, &zn)) in left.iter_mut().zip(right.iter_mut()).zip(pairs) {
-            (*lo, *ro) = split(zk, zn);
-        }
-    }
-}
-
-/// Mono frames two at a time: frames `t` and `t + 1` of a signal share one
-/// complex FFT (see [`StereoFft`]); the second spectrum is kept for the next
-/// call. Frames must be requested in increasing order within an item for the
-/// saving to apply; any other order is still correct.
-pub struct PairFft {
-    pair: StereoFft,
-    single: FftScratch,
-    next: Option<(usize, usize)>,
-    /// The spectrum of the frame asked for last.
-    pub spectrum: Vec<Complex32>,
-}
-
-impl PairFft {
-    pub fn new(n_fft: usize) -> Self {
-        PairFft {
-            pair: StereoFft::new(n_fft),
-            single: FftScratch::new(n_fft),
-            next: None,
-            spectrum: vec![Complex32::new(0.0, 0.0); n_fft / 2 + 1],
-        }
-    }
-
-    /// One-sided spectrum of frame `t` of `src` (item `item`, which has
-    /// `n_frames` frames) into `self.spectrum`.
-    pub fn frame(
-        &mut self,
-        plan: &StftPlan,
-        src: &Source<'_>,
-        item: usize,
-        t: usize,
-        n_frames: usize,
-    ) {
-        let nf = self.spectrum.len();
-        if self.next == Some((item, t)) {
-            self.spectrum.copy_from_slice(&self.pair.right);
-            self.next = None;
-        } else if t + 1 < n_frames {
-            self.pair.frames(plan, src, t, src, t + 1);
-            self.spectrum.copy_from_slice(&self.pair.left);
-            self.next = Some((item, t + 1));
-        } else {
-            plan.transform_frame(src, t, &mut self.single);
-            self.spectrum.copy_from_slice(&self.single.spectrum[..nf]);
-            self.next = None;
-        }
-    }
-}
-
-/// Sum of squares with eight independent partial sums (vectorises).
-#[inline]
-fn energy(x: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let mut chunks = x.chunks_exact(8);
-    for c in &mut chunks {
-        for j in 0..8 {
-            acc[j] += c[j] * c[j];
-        }
-    }
-    let tail: f32 = chunks.remainder().iter().map(|v| v * v).sum();
-    acc.iter().sum::<f32>() + tail
-}
-
 /// Validate a batch of mono signals: non-empty and finite.
 pub fn check_signals(items: &[&[f32]], n_threads: Option<usize>) -> Result<()> {
     crate::batch::check_items(items, n_threads, |i, x| {
@@ -770,7 +370,7 @@ fn check_length(i: usize, x: &[f32]) -> Result<()> {
 
 /// The part of [`check_signals`] that does not read the samples (no item is
 /// empty), for a batch that goes through [`LaneStft`], which checks
-/// finiteness block by block (see [`LaneCheck`]).
+/// finiteness block by block (see [`SpectralBatch`]).
 pub fn check_signal_lengths(items: &[&[f32]]) -> Result<()> {
     items
         .iter()
@@ -780,7 +380,7 @@ pub fn check_signal_lengths(items: &[&[f32]]) -> Result<()> {
 
 /// [`check_signals`], reading the samples for NaN and infinity only when
 /// `finite` (else only [`check_signal_lengths`]): the `check` of a mono
-/// batch for [`LaneCheck`].
+/// batch for [`SpectralBatch`].
 pub fn check_mono(items: &[&[f32]], n_threads: Option<usize>, finite: bool) -> Result<()> {
     if finite {
         check_signals(items, n_threads)
@@ -788,50 +388,6 @@ pub fn check_mono(items: &[&[f32]], n_threads: Option<usize>, finite: bool) -> R
         check_signal_lengths(items)
     }
 }
-
-/// The lane plan of a batch's transform, and the one protocol by which the
-/// batch's input is checked for it. `check(finite)` validates the batch,
-/// reading every sample for NaN and infinity only when `finite`:
-/// - without a lane plan, the whole check runs up front;
-/// - with one, only the part that does not read the samples runs up front,
-///   finiteness is left to [`LaneStft`], which checks each block's samples
-///   as they enter the cache ([`LaneStft::block`]), and
-///   [`LaneCheck::finish`] turns its error into the up-front check's.
-pub struct LaneCheck<C> {
-    fft: Option<Arc<LaneFft>>,
-    check: C,
-}
-
-impl<C: Fn(bool) -> Result<()>> LaneCheck<C> {
-    /// The lane plan for `n_fft` ([`lane_plan`]), with the batch checked for
-    /// it (above).
-    pub fn new(n_fft: usize, check: C) -> Result<Self> {
-        let fft = lane_plan(n_fft);
-        check(fft.is_none())?;
-        Ok(LaneCheck { fft, check })
-    }
-
-    /// The lane plan; `None` where the lane transform does not take `n_fft`
-    /// (the batch was then checked whole).
-    pub fn fft(&self) -> Option<Arc<LaneFft>> {
-        self.fft.clone()
-    }
-
-    /// The result of the run on the lane engine: on
-    /// [`AglError::NonFinite`], the whole check runs and its error is
-    /// returned, so the error names the first bad item and sample whatever
-    /// the thread count, as an up-front check would.
-    pub fn finish<T>(&self, run: Result<T>) -> Result<T> {
-        match run {
-            Err(e @ AglError::NonFinite { .. }) => {
-                (self.check)(true)?;
-                Err(e)
-            }
-            other => other,
-        }
-    }
-}
-
 /// Complex STFT of a batch of mono signals, each item laid out as librosa's
 /// `[1 + n_fft/2, frames]`. `extent` pads every item's frame axis (see
 /// [`run_framewise`]).
@@ -843,7 +399,7 @@ pub fn stft_batch(
     cancel: &Cancel,
 ) -> Result<FrameOutput<Complex32>> {
     let plan = StftPlan::new(params.clone())?;
-    let lanes = LaneCheck::new(params.n_fft, |finite| check_mono(items, n_threads, finite))?;
+    let batch = SpectralBatch::new(params.n_fft, |finite| check_mono(items, n_threads, finite))?;
     let n_frames = items
         .iter()
         .map(|x| plan.n_frames(x.len()))
@@ -854,17 +410,19 @@ pub fn stft_batch(
         n_threads,
         cancel,
     };
-    if let Some(fft) = lanes.fft() {
-        return lanes.finish(stft_lanes(items, &plan, fft, &n_frames, run));
-    }
-    run_framewise(
-        &n_frames,
-        Layout::WidthTime { width: nf },
-        run,
-        || PairFft::new(params.n_fft),
-        |s, item, t, row| {
-            s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
-            row.copy_from_slice(&s.spectrum[..nf]);
+    batch.run(
+        |fft| stft_lanes(items, &plan, fft.clone(), &n_frames, run),
+        || {
+            run_framewise(
+                &n_frames,
+                Layout::WidthTime { width: nf },
+                run,
+                || PairFft::new(params.n_fft),
+                |s, item, t, row| {
+                    s.frame(&plan, &Source::plain(items[item]), item, t, n_frames[item]);
+                    row.copy_from_slice(&s.spectrum[..nf]);
+                },
+            )
         },
     )
 }
@@ -943,11 +501,11 @@ fn pairs_to_complex(v: Vec<f32>) -> Vec<Complex32> {
         )
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::parallel::never;
+    use crate::spectral::plans::lane_plan;
 
     #[test]
     fn frame_counts_match_librosa() {
