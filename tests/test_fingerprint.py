@@ -18,7 +18,6 @@ from agl_fast.exceptions import (
     ParameterError,
     ShapeError,
 )
-
 from conftest import REAL_MP3
 
 SR = 16000
