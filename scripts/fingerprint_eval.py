@@ -221,13 +221,17 @@ def _copy(make: Maker, fn: Transform, tmp: Path, seed: int) -> Maker:
     return copy
 
 
-def build(n_distinct: int, dup_sources: int, tmp: Path, seed: int = 0) -> TestSet:
+def build(
+    n_distinct: int, dup_sources: int, tmp: Path, seed: int = 0, real_sources: int | None = None
+) -> TestSet:
     """The distinct clips and the transformed copies (see the module notes)."""
     ts = TestSet()
     dup_of: list[int] = []
     if AGL1K.is_dir():
         for name, y, sr in real_clips():
-            dup_of.append(ts.add(name, lambda y=y, sr=sr: (y, sr), None, "source (real)"))
+            i = ts.add(name, lambda y=y, sr=sr: (y, sr), None, "source (real)")
+            if real_sources is None or len(dup_of) < real_sources:
+                dup_of.append(i)
     else:
         log.warning("%s is absent: synthetic sources only", AGL1K)
     n_real = len(dup_of)
@@ -427,13 +431,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clips", type=int, default=10_000, help="distinct clips (default 10,000)")
     ap.add_argument("--dup-sources", type=int, default=80, help="synthetic clips copied")
     ap.add_argument("--fpcalc-negatives", type=int, default=2_000)
+    ap.add_argument(
+        "--real-sources", type=int, default=None, help="real clips copied (default: all)"
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         t = time.perf_counter()
-        ts = build(args.clips, args.dup_sources, tmp)
+        ts = build(args.clips, args.dup_sources, tmp, real_sources=args.real_sources)
         log.info("built %d clips in %.0f s", len(ts.names), time.perf_counter() - t)
         ours = run_agl(ts)
         fpc = run_fpcalc(ts, args.fpcalc_negatives, tmp)
