@@ -26,7 +26,7 @@ use crate::parallel::{install, Cancel};
 /// Default least score of a match.
 pub const MIN_SCORE: f64 = 0.02;
 /// Default least number of votes at the matched offset.
-pub const MIN_MATCHES: u32 = 8;
+pub const MIN_MATCHES: u32 = 12;
 /// Posting lists longer than this cast no votes.
 pub const MAX_POSTINGS: usize = 2048;
 /// A hash repeated more than this in one clip casts no votes for it.
