@@ -124,6 +124,15 @@ GATES: dict[str, Gate] = {
     # curate's wall time per file, 20,000 files over 2,000 (not in quick
     # mode): a cost that grows with the run shows above 1.
     "curate_scale": Gate(1.05, "max", "x", "1.00-1.02"),
+    # Landmark fingerprints of the two AGL1K recordings (44.1 kHz stereo,
+    # decoded), one thread: seconds of audio per CPU second. The issue's
+    # floor is 2,000x.
+    "fingerprint_x_real_time": Gate(2000.0, "min", "x real time per core", "issue floor"),
+    # Pairing 50,000 synthetic fingerprints (30 hashes/s; 30 s clips, 10 s
+    # in quick mode) in a fresh process: the issue's budgets on this 2-core
+    # machine, wall time and peak RSS of the whole process.
+    "pair_50k_wall_s": Gate(60.0, "max", "s", "issue budget"),
+    "pair_50k_peak_rss": Gate(1024 * MB, "max", "B", "issue budget"),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +231,33 @@ def test_real_recording_survives_each_transformation(tmp_path: Path) -> None:
     missed = [names[i] for i in range(1, len(names)) if i not in with_src]
     assert not missed, f"not paired with the original: {missed}"
     assert len(names) not in set(m.a.tolist()) | set(m.b.tolist()), "hard negative paired"
+
+
+@pytest.mark.skipif(len(REAL_MP3) < 2, reason="needs the real recordings in ../shared/agl1k")
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg is not installed")
+def test_evaluation_script_small_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The evaluation of docs/fingerprint.md at CI size: real clips and two
+    synthetic sources, each transformed; fpcalc's column when installed."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "fingerprint_eval.py"
+    spec = importlib.util.spec_from_file_location("fingerprint_eval", path)
+    assert spec is not None and spec.loader is not None
+    fe = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "fingerprint_eval", fe)
+    spec.loader.exec_module(fe)
+    out = tmp_path / "figures.json"
+    args = ["--clips", "30", "--dup-sources", "1", "--real-sources", "2"]
+    fe.main([*args, "--fpcalc-negatives", "20", "--json", str(out)])
+    table = capsys.readouterr().out
+    assert "recall" in table and "fpcalc" in table
+    if shutil.which("fpcalc") is None:
+        assert "not installed" in table
+    ours = __import__("json").loads(out.read_text())["agl_fast"]
+    assert ours["false_group_sources"] == 0, table
+    by = ours["recall_by_transform"]
+    untrimmed = [v for k, v in by.items() if "trim" not in k]
+    assert min(untrimmed) == 1.0, table
+    assert ours["recall"] >= 0.9, table

@@ -16,7 +16,9 @@ in the Rust core from the clip's own spectrum:
    ``(f1, f2, dt)`` is a 22-bit hash stored with the anchor's frame.
 
 :func:`pair` files every hash in an inverted index and lets each clip vote
-for the time offset of every other clip sharing a hash; a pair matches when
+for the time offset of every other clip sharing a hash (or the hash of the
+same two bins one frame closer or further apart, as a trim that is not a
+whole number of hops shifts the frame grid); a pair matches when
 the best offset (±1 frame) gathers at least :data:`MIN_MATCHES` votes and
 its score, the votes over the number of hashes of the sparser clip inside the
 overlap, reaches ``min_score`` (default :data:`MIN_SCORE`).

@@ -23,6 +23,7 @@
 mod pair;
 mod peaks;
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{AglError, Result};
@@ -148,18 +149,18 @@ fn check_clip(channels: &[&[f32]]) -> Result<usize> {
     Ok(n)
 }
 
-/// Mean of the channels.
-fn downmix(channels: &[&[f32]], n: usize) -> Vec<f32> {
+/// Mean of the channels (the one channel itself, borrowed, when mono).
+fn downmix<'a>(channels: &[&'a [f32]], n: usize) -> Cow<'a, [f32]> {
     if channels.len() == 1 {
-        return channels[0].to_vec();
-    }
-    let mut out = vec![0.0f32; n];
-    for c in channels {
-        out.iter_mut().zip(c.iter()).for_each(|(o, v)| *o += v);
+        return Cow::Borrowed(channels[0]);
     }
     let k = 1.0 / channels.len() as f32;
-    out.iter_mut().for_each(|o| *o *= k);
-    out
+    let mut out: Vec<f32> = channels[0].iter().map(|v| v * k).collect();
+    for c in &channels[1..] {
+        out.iter_mut().zip(c.iter()).for_each(|(o, v)| *o += v * k);
+    }
+    debug_assert_eq!(out.len(), n);
+    Cow::Owned(out)
 }
 
 /// Whitened log power `[frames, HI_BIN - LO_BIN]` of `x` at the analysis
@@ -208,9 +209,11 @@ pub fn fingerprint(channels: &[&[f32]], sr: u32) -> Result<Fingerprint> {
     let x = if sr == ANALYSIS_SR {
         mono
     } else {
-        resample(&[&mono], sr, ANALYSIS_SR, Quality::Fast)?
-            .pop()
-            .unwrap_or_default()
+        Cow::Owned(
+            resample(&[&mono], sr, ANALYSIS_SR, Quality::Fast)?
+                .pop()
+                .unwrap_or_default(),
+        )
     };
     let (s, n_t) = whitened(&x)?;
     let found = peaks::find(&s, n_t, HI_BIN - LO_BIN);

@@ -5,7 +5,9 @@
 //! array of `(clip, frame)`, 8 bytes a hash, in clip order). Each clip then
 //! probes the index, in parallel: for every hash it holds it collects, from
 //! clips of a higher index, a vote for the frame offset between the two
-//! anchors. A pair is a match when the most voted offset (with its two
+//! anchors; a hash also matches the hashes of the same two bins one frame
+//! closer or further apart, since a shift of the frame grid moves a peak by
+//! a frame. A pair is a match when the most voted offset (with its two
 //! neighbours, for frame jitter) holds at least `min_matches` votes and
 //! `score = votes / min(hashes of a, hashes of b inside the overlap)` is at
 //! least `min_score`.
@@ -17,18 +19,20 @@
 
 use rayon::prelude::*;
 
-use super::{count_distinct, fingerprintable, HASH_BITS};
+use super::{count_distinct, fingerprintable, HASH_BITS, MAX_DT};
 use crate::error::{try_grow, AglError, Result};
 use crate::parallel::{install, Cancel};
 
 /// Default least score of a match.
-pub const MIN_SCORE: f64 = 0.05;
+pub const MIN_SCORE: f64 = 0.02;
 /// Default least number of votes at the matched offset.
-pub const MIN_MATCHES: u32 = 8;
+pub const MIN_MATCHES: u32 = 12;
 /// Posting lists longer than this cast no votes.
 pub const MAX_POSTINGS: usize = 2048;
 /// A hash repeated more than this in one clip casts no votes for it.
 pub const MAX_REPEAT: usize = 4;
+/// The `dt` field of a hash (its low bits).
+const DT_MASK: u32 = MAX_DT;
 /// Offset window (in frames, either side) counted with the best offset.
 const JITTER: i64 = 1;
 
@@ -169,14 +173,35 @@ fn collect_votes(idx: &Index, q: usize, item: &PairItem<'_>, s: &mut Scratch) {
     while i < s.query.len() {
         let h = s.query[i].0;
         let j = i + s.query[i..].partition_point(|e| e.0 == h);
-        let list = &idx.post[idx.start[h as usize] as usize..idx.start[h as usize + 1] as usize];
-        if j - i <= MAX_REPEAT && list.len() <= MAX_POSTINGS {
-            let above = list.partition_point(|&e| (e >> 32) as usize <= q);
-            vote_list(&list[above..], &s.query[i..j], &mut s.votes);
+        if j - i <= MAX_REPEAT {
+            for v in dt_variants(h) {
+                let list =
+                    &idx.post[idx.start[v as usize] as usize..idx.start[v as usize + 1] as usize];
+                if list.len() <= MAX_POSTINGS {
+                    let above = list.partition_point(|&e| (e >> 32) as usize <= q);
+                    vote_list(&list[above..], &s.query[i..j], &mut s.votes);
+                }
+            }
         }
         i = j;
     }
     s.votes.sort_unstable();
+}
+
+/// `h` and the hashes of the same bins one frame further apart or closer
+/// (a peak that moved by a frame when the frame grid shifted, as a trim
+/// that is not a whole number of hops does).
+fn dt_variants(h: u32) -> impl Iterator<Item = u32> {
+    let dt = h & DT_MASK;
+    let base = h & !DT_MASK;
+    [
+        Some(dt),
+        dt.checked_sub(1).filter(|&d| d >= 1),
+        Some(dt + 1).filter(|&d| d <= DT_MASK),
+    ]
+    .into_iter()
+    .flatten()
+    .map(move |d| base | d)
 }
 
 /// Votes from one posting list (clips above the query) against the

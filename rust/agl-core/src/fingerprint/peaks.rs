@@ -9,13 +9,40 @@ pub struct Peak {
     pub f: u16,
 }
 
-/// Sliding maximum of `row` over `±r` (clamped at the edges) into `out`.
-fn sliding_max(row: &[f32], r: usize, out: &mut [f32]) {
+/// Sliding maximum of `row` over `±r` (clamped at the edges) into `out`,
+/// by van Herk / Gil-Werman: blocks of `2r + 1` with running maxima from
+/// the left (`g`) and from the right (`h`); the window `[i - r, i + r]`
+/// spans at most two blocks, so its maximum is `max(h[i - r], g[i + r])`.
+/// `g` and `h` are scratch of at least `row.len() + 2r` values.
+fn sliding_max(row: &[f32], r: usize, out: &mut [f32], g: &mut [f32], h: &mut [f32]) {
     let n = row.len();
+    let w = 2 * r + 1;
+    let m = n + 2 * r;
+    // Padded row: `r` values of -inf either side.
+    let at = |k: usize| -> f32 {
+        if k < r || k >= r + n {
+            f32::NEG_INFINITY
+        } else {
+            row[k - r]
+        }
+    };
+    for k in 0..m {
+        g[k] = if k % w == 0 {
+            at(k)
+        } else {
+            g[k - 1].max(at(k))
+        };
+    }
+    for k in (0..m).rev() {
+        h[k] = if k + 1 == m || (k + 1) % w == 0 {
+            at(k)
+        } else {
+            h[k + 1].max(at(k))
+        };
+    }
+    // Window of output i in padded indices: [i, i + 2r].
     for (i, o) in out.iter_mut().enumerate() {
-        let lo = i.saturating_sub(r);
-        let hi = (i + r + 1).min(n);
-        *o = row[lo..hi].iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        *o = h[i].max(g[i + 2 * r]);
     }
 }
 
@@ -24,8 +51,12 @@ fn sliding_max(row: &[f32], r: usize, out: &mut [f32]) {
 /// of their `±FREQ_NB` x `±TIME_NB` neighbourhood.
 pub fn find(s: &[f32], n_t: usize, width: usize) -> Vec<Peak> {
     let mut fmax = vec![0.0f32; s.len()];
+    let (mut g, mut h) = (
+        vec![0.0f32; width + 2 * FREQ_NB],
+        vec![0.0f32; width + 2 * FREQ_NB],
+    );
     for (row, out) in s.chunks_exact(width).zip(fmax.chunks_exact_mut(width)) {
-        sliding_max(row, FREQ_NB, out);
+        sliding_max(row, FREQ_NB, out, &mut g, &mut h);
     }
     let mut peaks = Vec::new();
     for t in 0..n_t {
@@ -77,4 +108,35 @@ pub fn landmarks(peaks: &[Peak]) -> (Vec<u32>, Vec<u32>) {
         }
     }
     (hashes, times)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The block algorithm against the window maximum by definition.
+    #[test]
+    fn sliding_max_matches_naive() {
+        let mut x = 12345u32;
+        for n in [1usize, 2, 5, 24, 25, 26, 212] {
+            let row: Vec<f32> = (0..n)
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (x >> 8) as f32
+                })
+                .collect();
+            for r in [0usize, 1, 3, 12] {
+                let (mut g, mut h) = (vec![0.0; n + 2 * r], vec![0.0; n + 2 * r]);
+                let mut out = vec![0.0; n];
+                sliding_max(&row, r, &mut out, &mut g, &mut h);
+                for i in 0..n {
+                    let lo = i.saturating_sub(r);
+                    let want = row[lo..(i + r + 1).min(n)]
+                        .iter()
+                        .fold(f32::MIN, |a, &b| a.max(b));
+                    assert_eq!(out[i], want, "n={n} r={r} i={i}");
+                }
+            }
+        }
+    }
 }
