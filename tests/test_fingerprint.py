@@ -129,6 +129,8 @@ def test_hostile_bytes_are_format_errors() -> None:
         "shorter than": good[:10],
         "magic": b"XXXX" + good[4:],
         "version": good[:4] + struct.pack("<H", 9) + good[6:],
+        # the 64 ms analysis of version 1 does not match this one's hashes
+        r"version 1 \(flags 0\) is not supported": good[:4] + struct.pack("<H", 1) + good[6:],
         "bytes were given": good[:-1],
     }
     # A header claiming 2^32 - 1 hashes on a short buffer: refused before
@@ -261,3 +263,53 @@ def test_evaluation_script_small_run(
     untrimmed = [v for k, v in by.items() if "trim" not in k]
     assert min(untrimmed) == 1.0, table
     assert ours["recall"] >= 0.9, table
+
+
+# --- sharded pairing -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus_fps() -> tuple[list[fpm.Fingerprint], set[tuple[int, int]]]:
+    """24 textures and six planted copies (trimmed, scaled) spread over
+    the corpus, so that they cross shard boundaries."""
+    ys = [texture(12, seed) for seed in range(24)]
+    planted = {(0, 24), (5, 25), (11, 26), (12, 27), (3, 28), (20, 29)}
+    for src, _ in sorted(planted, key=lambda p: p[1]):
+        ys.append(ys[src][int(1.37 * SR) : int(11.1 * SR)] * np.float32(0.5))
+    return fpm.fingerprint_many(ys, [SR] * len(ys)), planted
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3, 7, 30])
+def test_sharded_pairing_equals_one_index(
+    corpus_fps: tuple[list[fpm.Fingerprint], set[tuple[int, int]]], shards: int
+) -> None:
+    fps, planted = corpus_fps
+    whole = fpm.pair(fps)
+    assert set(zip(whole.a.tolist(), whole.b.tolist(), strict=True)) == planted
+    got = fpm.pair_sharded(fps, shards)
+    for f in fpm.Matches.__dataclass_fields__:
+        np.testing.assert_array_equal(getattr(got, f), getattr(whole, f), err_msg=f)
+
+
+def test_hash_counts_sum_over_shards(
+    corpus_fps: tuple[list[fpm.Fingerprint], set[tuple[int, int]]],
+) -> None:
+    fps, _ = corpus_fps
+    total = fpm.hash_counts(fps)
+    assert total.shape == (1 << fpm.HASH_BITS,) and total.dtype == np.uint32
+    assert int(total.sum()) == sum(f.hashes.size for f in fps)
+    parts = [fpm.hash_counts(fps[lo:hi]) for lo, hi in fpm.shard_bounds(len(fps), 4)]
+    np.testing.assert_array_equal(sum(parts), total)
+    with pytest.raises(ShapeError, match="counts must be uint32"):
+        fpm.pair(fps, counts=total[1:])
+    with pytest.raises(ParameterError, match="others"):
+        fpm.pair(fps, others=[fps[0], "x"])  # type: ignore[list-item]
+
+
+def test_shard_bounds_and_blocks() -> None:
+    assert fpm.shard_bounds(10, 3) == [(0, 3), (3, 7), (7, 10)]
+    assert fpm.shard_bounds(2, 5) == [(0, 1), (1, 2)]
+    assert fpm.shard_bounds(0, 2) == [(0, 0)]
+    assert fpm.blocks(3) == [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
+    with pytest.raises(ParameterError):
+        fpm.shard_bounds(10, 0)

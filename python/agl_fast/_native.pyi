@@ -26,12 +26,14 @@ FP_HASH_BITS: int
 FP_MIN_DISTINCT: int
 FP_MIN_SCORE: float
 FP_MIN_MATCHES: int
+FP_MAX_POSTINGS: int
 __all__ = [
     "CLIP_LEVEL",
     "CORRUPT_LEVEL",
     "FP_ANALYSIS_SR",
     "FP_HASH_BITS",
     "FP_HOP",
+    "FP_MAX_POSTINGS",
     "FP_MIN_DISTINCT",
     "FP_MIN_MATCHES",
     "FP_MIN_SCORE",
@@ -293,13 +295,23 @@ def fingerprint_many(
     srs: npt.NDArray[np.int64],
     n_threads: int | None = None,
 ) -> list[tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], int, int]]: ...
-def pair(
+
+_FpSide = tuple[
+    Sequence[npt.NDArray[np.uint32]], Sequence[npt.NDArray[np.uint32]], npt.NDArray[np.uint32]
+]
+
+def hash_counts(
     hashes: Sequence[npt.NDArray[np.uint32]],
     times: Sequence[npt.NDArray[np.uint32]],
-    n_frames: npt.NDArray[np.uint32],
+    n_threads: int | None = None,
+) -> npt.NDArray[np.uint32]: ...
+def pair(
+    clips: _FpSide,
     min_score: float,
     min_matches: int,
     n_threads: int | None = None,
+    others: _FpSide | None = None,
+    counts: npt.NDArray[np.uint32] | None = None,
 ) -> tuple[
     npt.NDArray[np.int64],
     npt.NDArray[np.int64],

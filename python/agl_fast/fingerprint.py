@@ -6,12 +6,15 @@ in the Rust core from the clip's own spectrum:
 
 1. the clip is downmixed (mean of its channels) and resampled to
    :data:`ANALYSIS_SR` Hz with the core's resampler;
-2. Hann frames of 64 ms every :data:`HOP_S` seconds give a log power
-   spectrum between 62.5 Hz and 3.375 kHz, whitened by subtracting each
-   bin's mean over the clip (gain and static equalisation cancel out);
-3. a *peak* is the largest point of its neighbourhood (±12 bins, ±8 frames)
-   standing at least 6.5 dB above its bin's mean, and more than 70 dB above
-   silence relative to the clip's loudest bin;
+2. Hann frames of 128 ms every :data:`HOP_S` seconds (32 ms) give a log
+   power spectrum in bands of 15.6 Hz (two FFT bins each) between 62.5 Hz
+   and 3.375 kHz, whitened by subtracting each band's mean over the clip
+   (gain and static equalisation cancel out). The frame is four hops long,
+   so a trim that is not a whole number of hops shifts the grid by at most
+   an eighth of a frame and the same peaks are found;
+3. a *peak* is the largest point of its neighbourhood (±12 bands, ±8
+   frames) standing at least 6.5 dB above its band's mean, and more than
+   70 dB above silence relative to the clip's loudest band;
 4. each peak is paired with the next three peaks up to 2 s later; a pair
    ``(f1, f2, dt)`` is a 22-bit hash stored with the anchor's frame.
 
@@ -46,6 +49,7 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,14 +67,20 @@ __all__ = [
     "ANALYSIS_SR",
     "FORMAT_VERSION",
     "HOP_S",
+    "MAX_POSTINGS",
     "MIN_DISTINCT",
     "MIN_MATCHES",
     "MIN_SCORE",
     "Fingerprint",
     "Matches",
+    "blocks",
     "fingerprint",
     "fingerprint_many",
+    "hash_counts",
+    "merge_blocks",
     "pair",
+    "pair_sharded",
+    "shard_bounds",
 ]
 
 ANALYSIS_SR: int = int(_native.FP_ANALYSIS_SR)
@@ -84,9 +94,13 @@ MIN_SCORE: float = float(_native.FP_MIN_SCORE)
 the sparser clip inside the overlap, in [0, 1]."""
 MIN_MATCHES: int = int(_native.FP_MIN_MATCHES)
 """Least number of hashes agreeing on the offset of a match."""
+MAX_POSTINGS: int = int(_native.FP_MAX_POSTINGS)
+"""A hash held more often than this in the corpus casts no votes."""
 HASH_BITS: int = int(_native.FP_HASH_BITS)
-FORMAT_VERSION = 1
-"""Version of the :meth:`Fingerprint.to_bytes` layout."""
+FORMAT_VERSION = 2
+"""Version of the :meth:`Fingerprint.to_bytes` layout and of the analysis
+behind it (version 1: 64 ms frames, whose hashes do not match version 2's
+128 ms frames; such fingerprints are refused and must be recomputed)."""
 
 _MAGIC = b"AGFP"
 # magic, version, flags, hop_s, duration_s, n_frames, distinct, n hashes
@@ -165,7 +179,8 @@ class Fingerprint:
         if version != FORMAT_VERSION or flags != 0:
             raise FingerprintFormatError(
                 f"fingerprint format version {version} (flags {flags}) is not supported, "
-                f"want version {FORMAT_VERSION}"
+                f"want version {FORMAT_VERSION}: fingerprint the audio again "
+                "(curate --stage fingerprint)"
             )
         want = _HEADER.size + 8 * n
         if len(b) != want:
@@ -298,8 +313,49 @@ def fingerprint(y: Any, sr: int) -> Fingerprint:
     return fingerprint_many([y], [sr], n_threads=1)[0]
 
 
+def _side(fps: Sequence[Fingerprint], what: str) -> tuple[list[Any], list[Any], np.ndarray]:
+    """Hash arrays, time arrays and frame counts of ``fps`` for the core."""
+    for i, f in enumerate(fps):
+        if not isinstance(f, Fingerprint):
+            raise ParameterError(f"{what}[{i}] must be a Fingerprint, got {type(f).__name__}")
+    return (
+        [f.hashes for f in fps],
+        [f.times for f in fps],
+        np.array([f.n_frames for f in fps], dtype=np.uint32),
+    )
+
+
+def hash_counts(fps: Sequence[Fingerprint], n_threads: int | None = None) -> np.ndarray:
+    """Postings of every hash over the fingerprintable clips of ``fps``.
+
+    Summed over the shards of a corpus, the counts let :func:`pair` index
+    one shard at a time and still drop exactly the hashes that are common
+    in the whole corpus (held more than :data:`MAX_POSTINGS` times), as one
+    index over the whole corpus does.
+
+    Parameters
+    ----------
+    fps : sequence of Fingerprint
+        One shard's fingerprints.
+    n_threads : int or None
+        Worker threads (default: the library setting).
+
+    Returns
+    -------
+    np.ndarray [shape=(2**HASH_BITS,), dtype=uint32]
+        Count of each hash value (16 MiB).
+    """
+    h, t, _ = _side(fps, "fps")
+    return _native.hash_counts(h, t, resolve_threads(n_threads))
+
+
 def pair(
-    fps: Sequence[Fingerprint], *, min_score: float | None = None, n_threads: int | None = None
+    fps: Sequence[Fingerprint],
+    *,
+    others: Sequence[Fingerprint] | None = None,
+    counts: np.ndarray | None = None,
+    min_score: float | None = None,
+    n_threads: int | None = None,
 ) -> Matches:
     """Every pair of clips sharing audio, through an inverted hash index.
 
@@ -307,6 +363,15 @@ def pair(
     ----------
     fps : sequence of Fingerprint
         The clips' fingerprints.
+    others : sequence of Fingerprint or None
+        When given, the index holds these clips and only pairs between a
+        clip of ``fps`` (``a``) and one of ``others`` (``b``, an index into
+        ``others``) are returned: one block of a sharded corpus
+        (:func:`pair_sharded`).
+    counts : np.ndarray [shape=(2**HASH_BITS,), dtype=uint32] or None
+        The corpus's :func:`hash_counts`, summed over its shards, when the
+        clips given are part of it (default: the clips given decide which
+        hashes are too common to vote).
     min_score : float or None
         Least score of a match in [0, 1] (default :data:`MIN_SCORE`).
     n_threads : int or None
@@ -315,19 +380,21 @@ def pair(
     Returns
     -------
     Matches
-        Pairs ``a < b``; clips that are not fingerprintable never appear.
+        Pairs ``a < b`` (without ``others``); clips that are not
+        fingerprintable never appear.
     """
     score = MIN_SCORE if min_score is None else real("min_score", min_score)
-    for i, f in enumerate(fps):
-        if not isinstance(f, Fingerprint):
-            raise ParameterError(f"fps[{i}] must be a Fingerprint, got {type(f).__name__}")
+    clips = _side(fps, "fps")
+    other = None if others is None else _side(others, "others")
+    if counts is not None:
+        counts = np.asarray(counts)
+        if counts.dtype != np.uint32 or counts.shape != (1 << HASH_BITS,):
+            raise ShapeError(
+                f"counts must be uint32 of shape ({1 << HASH_BITS},), "
+                f"got {counts.dtype} {counts.shape}"
+            )
     a, b, sa, sb, ov, sc, votes = _native.pair(
-        [f.hashes for f in fps],
-        [f.times for f in fps],
-        np.array([f.n_frames for f in fps], dtype=np.uint32),
-        score,
-        MIN_MATCHES,
-        resolve_threads(n_threads),
+        clips, score, MIN_MATCHES, resolve_threads(n_threads), other, counts
     )
     return Matches(
         a=a,
@@ -338,3 +405,91 @@ def pair(
         score=sc,
         votes=votes.astype(np.int64),
     )
+
+
+def shard_bounds(n: int, shards: int) -> list[tuple[int, int]]:
+    """Contiguous ``[lo, hi)`` ranges cutting ``n`` clips into ``shards``
+    nearly equal shards (fewer when ``n < shards``)."""
+    shards = count("shards", shards)
+    cuts = np.linspace(0, n, min(shards, max(n, 1)) + 1).round().astype(int).tolist()
+    return list(itertools.pairwise(cuts))
+
+
+def blocks(n_shards: int) -> list[tuple[int, int]]:
+    """The blocks of a sharded pairing: ``(i, i)`` for the pairs within
+    shard ``i`` and ``(i, j)``, ``i < j``, for those between two shards."""
+    return [(i, j) for i in range(n_shards) for j in range(i, n_shards)]
+
+
+def merge_blocks(
+    parts: Sequence[tuple[int, int, Matches]], bounds: Sequence[tuple[int, int]]
+) -> Matches:
+    """Matches of the whole corpus from those of its blocks ``(i, j,
+    matches)`` (indices local to shards ``i`` and ``j``), sorted by ``a``
+    then ``b`` as :func:`pair` sorts them."""
+    cols: dict[str, list[np.ndarray]] = {f: [] for f in Matches.__dataclass_fields__}
+    for i, j, m in parts:
+        for f in cols:
+            v = getattr(m, f)
+            if f == "a":
+                v = np.asarray(v, np.int64) + bounds[i][0]
+            elif f == "b":
+                v = np.asarray(v, np.int64) + bounds[j][0]
+            cols[f].append(np.asarray(v))
+    merged = {
+        f: np.concatenate(v) if v else np.zeros(0, np.int64 if f in "ab" else np.float64)
+        for f, v in cols.items()
+    }
+    order = np.lexsort((merged["b"], merged["a"]))
+    return Matches(**{f: v[order] for f, v in merged.items()})
+
+
+def pair_sharded(
+    fps: Sequence[Fingerprint],
+    shards: int,
+    *,
+    min_score: float | None = None,
+    n_threads: int | None = None,
+) -> Matches:
+    """:func:`pair` over a corpus cut into ``shards`` contiguous shards: an
+    index per shard, probed by its own clips and by every earlier shard's
+    (a block join), with the hash counts summed over the shards. The
+    matches are those of :func:`pair` on the whole corpus; memory is that
+    of two shards. ``agl-fast dedup --engine ray`` runs the same blocks as
+    Ray tasks.
+
+    Parameters
+    ----------
+    fps : sequence of Fingerprint
+        The corpus's fingerprints.
+    shards : int
+        Number of shards (at least 1).
+    min_score : float or None
+        As for :func:`pair`.
+    n_threads : int or None
+        Worker threads of each block.
+
+    Returns
+    -------
+    Matches
+    """
+    bounds = shard_bounds(len(fps), shards)
+    parts = [fps[lo:hi] for lo, hi in bounds]
+    counts = np.zeros(1 << HASH_BITS, np.uint32)
+    for p in parts:
+        counts += hash_counts(p, n_threads)
+    found = [
+        (
+            i,
+            j,
+            pair(
+                parts[i],
+                others=None if i == j else parts[j],
+                counts=counts,
+                min_score=min_score,
+                n_threads=n_threads,
+            ),
+        )
+        for i, j in blocks(len(parts))
+    ]
+    return merge_blocks(found, bounds)

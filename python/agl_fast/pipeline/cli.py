@@ -356,8 +356,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         inputs = _inputs(args, demo_dir)
-        if args.min_score is not None and not args.dedup:
-            raise AglError("--min-score applies to --dedup")
+        if (args.min_score is not None or args.shards is not None) and not args.dedup:
+            raise AglError("--min-score and --shards apply to --dedup")
         frac = args.max_failed_fraction
         if frac is not None and not 0 <= frac <= 1:
             raise AglError(f"--max-failed-fraction must be in [0, 1], got {frac}")
@@ -368,7 +368,13 @@ def run(args: argparse.Namespace) -> int:
         finally:
             bar.close()
         if args.dedup:
-            summary["dedup"] = dedup_output(out, min_score=args.min_score)
+            summary["dedup"] = dedup_output(
+                out,
+                min_score=args.min_score,
+                engine=args.engine,
+                shards=args.shards,
+                address=args.ray_address,
+            )
         if args.report:
             from ..report import write_report
 

@@ -51,6 +51,7 @@ from .stages import FINGERPRINT_COLUMN, atomic_write_parquet
 
 __all__ = [
     "DEDUP_COLUMNS",
+    "ENGINES",
     "PAIRS_FILE",
     "REPRESENTATIVE_RULE",
     "STATUSES",
@@ -59,6 +60,7 @@ __all__ = [
     "has_groups",
     "one_per_group",
     "representative_order",
+    "require_groups",
 ]
 
 _log = logging.getLogger("agl_fast.pipeline")
@@ -197,8 +199,18 @@ def _read_fingerprints(table: pa.Table) -> tuple[list[Any], list[int], list[str]
     return fps, rows, status, errors
 
 
+#: Where the pairing runs: one process, or Ray tasks (an index per shard).
+ENGINES = ("local", "ray")
+
+
 def find_duplicates(
-    table: pa.Table, *, min_score: float | None = None, n_threads: int | None = None
+    table: pa.Table,
+    *,
+    min_score: float | None = None,
+    n_threads: int | None = None,
+    engine: str = "local",
+    shards: int | None = None,
+    address: str | None = None,
 ) -> tuple[pa.Table, pa.Table, dict[str, Any]]:
     """Group the clips of a curated table that share audio.
 
@@ -212,7 +224,19 @@ def find_duplicates(
         The pairing's acceptance score (default: the pairing's own,
         :func:`agl_fast.fingerprint.pair`).
     n_threads : int or None
-        Native threads of the pairing.
+        Native threads of the pairing (of each task on Ray).
+    engine : {"local", "ray"}
+        ``"local"``: in this process; ``"ray"``: as Ray tasks, an index per
+        shard probed block by block
+        (:mod:`agl_fast.pipeline.engines.ray_dedup`). Both give the same
+        matches.
+    shards : int or None
+        Shards of the corpus (default: one index locally; on Ray, enough
+        blocks for the cluster's CPUs). Locally, more shards bound memory
+        to two shards' indexes (:func:`agl_fast.fingerprint.pair_sharded`).
+    address : str or None
+        With ``engine="ray"``: the cluster to join (default: the one Ray is
+        initialised with, ``RAY_ADDRESS``, or a new local cluster).
 
     Returns
     -------
@@ -229,14 +253,20 @@ def find_duplicates(
     Raises
     ------
     ParameterError
-        The table has no ``key`` or no binary ``fingerprint`` column.
+        The table has no ``key`` or no binary ``fingerprint`` column, or
+        ``engine`` is not one of :data:`ENGINES`.
     """
+    if engine not in ENGINES:
+        raise ParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if address is not None and engine != "ray":
+        raise ParameterError("address applies to engine='ray'")
     if "key" not in table.column_names:
         raise ParameterError(f"the table has no 'key' column; got {table.column_names}")
     n = table.num_rows
     keys = [str(k) for k in table.column("key").to_pylist()]
     fps, rows, status, errors = _read_fingerprints(table)
-    m = _pair(fps, np.asarray(rows, np.int64), min_score, n_threads)
+    how = {"engine": engine, "shards": shards, "address": address}
+    m = _pair(fps, np.asarray(rows, np.int64), min_score, n_threads, how)
     a, b = m["a"], m["b"]
     rep = _groups(n, a, b, representative_order(table))
     reps = sorted(set(rep.values()))
@@ -270,6 +300,8 @@ def find_duplicates(
         "grouped": len(rep),
         "duplicates": status.count(DUPLICATE),
         "min_score": min_score,
+        "engine": engine,
+        "shards": shards,
         "representative_rule": list(REPRESENTATIVE_RULE),
     }
     return columns, pairs, counts
@@ -280,16 +312,32 @@ _MATCH_VALUES = ("start_a_s", "start_b_s", "overlap_s", "score")
 
 
 def _pair(
-    fps: list[Any], at: np.ndarray, min_score: float | None, n_threads: int | None
+    fps: list[Any],
+    at: np.ndarray,
+    min_score: float | None,
+    n_threads: int | None,
+    how: dict[str, Any],
 ) -> dict[str, np.ndarray]:
-    """The matches of :func:`agl_fast.fingerprint.pair` over ``fps``, their
-    clips as rows of the table (``at[i]`` is the row of ``fps[i]``)."""
-    from ..fingerprint import pair
+    """The matches of :func:`agl_fast.fingerprint.pair` over ``fps`` (run as
+    ``how`` says: engine, shards, address), their clips as rows of the
+    table (``at[i]`` is the row of ``fps[i]``)."""
+    from ..fingerprint import pair, pair_sharded
 
     if len(fps) < 2:  # nothing to pair
         out = {"a": np.zeros(0, np.int64), "b": np.zeros(0, np.int64)}
         return out | {c: np.zeros(0, np.float64) for c in _MATCH_VALUES}
-    m = pair(fps, min_score=min_score, n_threads=n_threads)
+    shards = how["shards"]
+    if how["engine"] == "ray":
+        from .engines.ray_dedup import pair_on_ray
+
+        threads = 1 if n_threads is None else n_threads
+        m = pair_on_ray(
+            fps, shards=shards, min_score=min_score, n_threads=threads, address=how["address"]
+        )
+    elif shards is not None:
+        m = pair_sharded(fps, shards, min_score=min_score, n_threads=n_threads)
+    else:
+        m = pair(fps, min_score=min_score, n_threads=n_threads)
     out = {"a": at[np.asarray(m.a, np.int64)], "b": at[np.asarray(m.b, np.int64)]}
     return out | {c: np.asarray(getattr(m, c), np.float64) for c in _MATCH_VALUES}
 
@@ -339,12 +387,20 @@ def _row_matches(
 
 
 def dedup_output(
-    out: str | Path, *, min_score: float | None = None, n_threads: int | None = None
+    out: str | Path,
+    *,
+    min_score: float | None = None,
+    n_threads: int | None = None,
+    engine: str = "local",
+    shards: int | None = None,
+    address: str | None = None,
 ) -> dict[str, Any]:
     """Find the duplicates of a curate output folder (:func:`find_duplicates`)
     and write them: the columns into ``curated.parquet`` (replacing those of
     an earlier pass), the pairs into :data:`PAIRS_FILE` and the counts into
-    ``summary.json`` under ``dedup``; return the counts.
+    ``summary.json`` under ``dedup``; return the counts. ``engine``,
+    ``shards`` and ``address`` say where the pairing runs (as for
+    :func:`find_duplicates`).
 
     Raises
     ------
@@ -362,7 +418,14 @@ def dedup_output(
     check_tree(out)
     table = pq.read_table(path)
     table = table.drop_columns([c for c in DEDUP_COLUMNS if c in table.column_names])
-    columns, pairs, counts = find_duplicates(table, min_score=min_score, n_threads=n_threads)
+    columns, pairs, counts = find_duplicates(
+        table,
+        min_score=min_score,
+        n_threads=n_threads,
+        engine=engine,
+        shards=shards,
+        address=address,
+    )
     for name in columns.column_names:
         table = table.append_column(name, columns.column(name))
     atomic_write_parquet(pairs, out / PAIRS_FILE, out)
@@ -390,6 +453,28 @@ def has_groups(table: pa.Table) -> bool:
     return "duplicate_group" in table.column_names
 
 
+def require_groups(table: pa.Table, why: str = "") -> None:
+    """Refuse a table without the groups of :func:`find_duplicates`.
+
+    Parameters
+    ----------
+    table : pa.Table
+        The table to check.
+    why : str
+        What the groups are needed for, appended to the message.
+
+    Raises
+    ------
+    ParameterError
+        The table has no ``duplicate_group`` column (run ``agl-fast dedup``).
+    """
+    if not has_groups(table):
+        raise ParameterError(
+            "the table has no duplicate_group column: run 'agl-fast dedup' on its curate "
+            "output (or curate with --dedup)" + (f" {why}" if why else "")
+        )
+
+
 def one_per_group(table: pa.Table, mask: Sequence[bool] | np.ndarray | None = None) -> np.ndarray:
     """Rows to keep so that no duplicate group has two: every row of
     ``mask`` outside a group, and per group the row of ``mask`` that
@@ -411,11 +496,7 @@ def one_per_group(table: pa.Table, mask: Sequence[bool] | np.ndarray | None = No
     ParameterError
         The table has no ``duplicate_group`` column (run ``agl-fast dedup``).
     """
-    if not has_groups(table):
-        raise ParameterError(
-            "the table has no duplicate_group column: run 'agl-fast dedup' on its curate "
-            "output (or curate with --dedup)"
-        )
+    require_groups(table)
     n = table.num_rows
     keep = np.ones(n, bool) if mask is None else np.array(mask, bool)
     if keep.shape != (n,):

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .dedup import PAIRS_FILE, REPRESENTATIVE_RULE, dedup_output
+from .dedup import ENGINES, PAIRS_FILE, REPRESENTATIVE_RULE, dedup_output
 
 __all__ = ["add_parser", "run"]
 
@@ -29,6 +29,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_dedup_options(p)
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="local",
+        help="'local': pair in this process; 'ray': as Ray tasks, an index per shard probed "
+        "block by block (pip install 'agl-fast[ray]'); the same pairs either way",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --engine ray: the cluster to join ('auto', 'ray://host:10001'; "
+        "default: RAY_ADDRESS or a new local cluster)",
+    )
     p.add_argument("out", type=Path, help="curate output directory")
     p.add_argument(
         "--report", action="store_true", help="also write OUT/report.html (as 'agl-fast report')"
@@ -46,6 +59,13 @@ def add_dedup_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="score a match needs (None: the fingerprint pairing's own)",
     )
+    p.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help="cut the corpus into this many shards, an index each, probed block by block "
+        "(None: one index locally; on Ray, enough blocks for the cluster's CPUs)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,7 +74,13 @@ def run(args: argparse.Namespace) -> int:
         from ..report import check_dependencies
 
         check_dependencies()
-    counts = dedup_output(args.out, min_score=args.min_score)
+    counts = dedup_output(
+        args.out,
+        min_score=args.min_score,
+        engine=args.engine,
+        shards=args.shards,
+        address=args.ray_address,
+    )
     if args.report:
         from ..report import write_report
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 from ..coords import validate_coordinates
 from ..exceptions import ParameterError
 from ..geo import MEAN_EARTH_RADIUS_KM, haversine
-from .dedup import has_groups
+from .dedup import require_groups
 
 __all__ = [
     "DEFAULT_FRACTIONS",
@@ -82,11 +82,7 @@ def group_units(table: pa.Table) -> np.ndarray:
     ParameterError
         The table has no ``duplicate_group`` column (run ``agl-fast dedup``).
     """
-    if not has_groups(table):
-        raise ParameterError(
-            "the table has no duplicate_group column: run 'agl-fast dedup' on its curate "
-            "output (or curate with --dedup) so that no recording crosses a split"
-        )
+    require_groups(table, "so that no recording crosses a split")
     groups = table.column("duplicate_group").to_pylist()
     ids: dict[Any, int] = {}
     out = np.empty(len(groups), np.int64)

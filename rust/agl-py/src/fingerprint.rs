@@ -3,7 +3,9 @@
 //! Python layer converts and downmix happens in the core); fingerprints as
 //! uint32 arrays.
 
-use agl_core::fingerprint::{fingerprint_batch, pair as core_pair, Clip, PairItem, PairOptions};
+use agl_core::fingerprint::{
+    fingerprint_batch, hash_counts as core_hash_counts, pair_with, Clip, PairItem, PairOptions,
+};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
@@ -69,21 +71,13 @@ pub fn fingerprint_many<'py>(
         .collect())
 }
 
-/// Every matching pair among fingerprints `(hashes[i], times[i])` of
-/// `n_frames[i]` frames: `(a, b, start_a, start_b, overlap, score, votes)`
-/// with starts and overlap in frames.
-#[pyfunction]
-#[pyo3(signature = (hashes, times, n_frames, min_score, min_matches, n_threads=None))]
-pub fn pair<'py>(
-    py: Python<'py>,
-    hashes: Vec<PyReadonlyArray1<'py, u32>>,
-    times: Vec<PyReadonlyArray1<'py, u32>>,
-    n_frames: PyReadonlyArray1<'py, u32>,
-    min_score: f64,
-    min_matches: u32,
-    n_threads: Option<usize>,
-) -> PyResult<Pairs<'py>> {
-    let frames = n_frames.as_slice()?;
+/// Fingerprints given as parallel lists of hash and time arrays and a
+/// frame count per clip, borrowed as pairing items.
+fn items<'a>(
+    hashes: &'a [PyReadonlyArray1<'_, u32>],
+    times: &'a [PyReadonlyArray1<'_, u32>],
+    frames: &[u32],
+) -> PyResult<(Vec<PairItem<'a>>, usize)> {
     if hashes.len() != times.len() || hashes.len() != frames.len() {
         return Err(shape_err(format!(
             "{} hash arrays, {} time arrays and {} frame counts (want equal)",
@@ -94,7 +88,7 @@ pub fn pair<'py>(
     }
     let mut items = Vec::with_capacity(hashes.len());
     let mut work = 0usize;
-    for ((h, t), &n) in hashes.iter().zip(&times).zip(frames) {
+    for ((h, t), &n) in hashes.iter().zip(times).zip(frames) {
         let (h, t) = (h.as_slice()?, t.as_slice()?);
         work += h.len();
         items.push(PairItem {
@@ -103,11 +97,69 @@ pub fn pair<'py>(
             n_frames: n,
         });
     }
+    Ok((items, work))
+}
+
+/// Postings of every hash (`2^HASH_BITS` uint32 counts) over the
+/// fingerprintable clips among `(hashes[i], times[i])`.
+#[pyfunction]
+#[pyo3(signature = (hashes, times, n_threads=None))]
+pub fn hash_counts<'py>(
+    py: Python<'py>,
+    hashes: Vec<PyReadonlyArray1<'py, u32>>,
+    times: Vec<PyReadonlyArray1<'py, u32>>,
+    n_threads: Option<usize>,
+) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let frames = vec![0u32; hashes.len()];
+    let (items, work) = items(&hashes, &times, &frames)?;
+    let c = gateway::run(py, work, |_| core_hash_counts(&items, n_threads))?;
+    Ok(c.into_pyarray(py))
+}
+
+/// The clips of one side of a pairing: hash arrays, time arrays, frames.
+type Side<'py> = (
+    Vec<PyReadonlyArray1<'py, u32>>,
+    Vec<PyReadonlyArray1<'py, u32>>,
+    PyReadonlyArray1<'py, u32>,
+);
+
+/// Every matching pair among the fingerprints of `clips`, `(hashes[i],
+/// times[i])` of `n_frames[i]` frames, or, with `others`, between them and
+/// the clips of `others`: `(a, b, start_a, start_b, overlap, score, votes)`
+/// with starts and overlap in frames. `counts` are the corpus's hash counts
+/// ([`hash_counts`] summed over its shards).
+#[pyfunction]
+#[pyo3(signature = (clips, min_score, min_matches, n_threads=None, others=None, counts=None))]
+pub fn pair<'py>(
+    py: Python<'py>,
+    clips: Side<'py>,
+    min_score: f64,
+    min_matches: u32,
+    n_threads: Option<usize>,
+    others: Option<Side<'py>>,
+    counts: Option<PyReadonlyArray1<'py, u32>>,
+) -> PyResult<Pairs<'py>> {
+    let (hashes, times, n_frames) = &clips;
+    let (queries, mut work) = items(hashes, times, n_frames.as_slice()?)?;
+    let other = match &others {
+        Some((h, t, n)) => {
+            let (it, w) = items(h, t, n.as_slice()?)?;
+            work += w;
+            Some(it)
+        }
+        None => None,
+    };
+    let counts = match &counts {
+        Some(c) => Some(c.as_slice()?),
+        None => None,
+    };
     let opts = PairOptions {
         min_score,
         min_matches,
     };
-    let m = gateway::run(py, work, |c| core_pair(&items, opts, n_threads, c))?;
+    let m = gateway::run(py, work, |c| {
+        pair_with(&queries, other.as_deref(), counts, opts, n_threads, c)
+    })?;
     let col = |f: &dyn Fn(&agl_core::fingerprint::Match) -> u32| -> Vec<u32> {
         m.iter().map(f).collect()
     };

@@ -42,6 +42,7 @@ fn fingerprint_consts(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FP_MIN_DISTINCT", fp::MIN_DISTINCT)?;
     m.add("FP_MIN_SCORE", fp::MIN_SCORE)?;
     m.add("FP_MIN_MATCHES", fp::MIN_MATCHES)?;
+    m.add("FP_MAX_POSTINGS", fp::MAX_POSTINGS)?;
     Ok(())
 }
 
@@ -90,6 +91,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fingerprint_consts(m)?;
     m.add_function(wrap_pyfunction!(fingerprint::fingerprint_many, m)?)?;
     m.add_function(wrap_pyfunction!(fingerprint::pair, m)?)?;
+    m.add_function(wrap_pyfunction!(fingerprint::hash_counts, m)?)?;
     m.add_function(wrap_pyfunction!(compat::pcen, m)?)?;
     m.add_function(wrap_pyfunction!(compat::resample_poly, m)?)?;
     Ok(())

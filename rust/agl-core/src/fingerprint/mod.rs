@@ -4,17 +4,25 @@
 //!
 //! A clip is downmixed, resampled to [`ANALYSIS_SR`] with the core's
 //! resampler ([`Quality::Fast`]) and cut into Hann frames of [`N_FFT`]
-//! samples every [`HOP`] samples. The log power spectrum between
-//! [`LO_BIN`] and [`HI_BIN`] is whitened (each bin's mean over the clip is
-//! subtracted, which removes a static equaliser or codec tilt and the clip
-//! gain), and a *peak* is a point that is the largest of its neighbourhood
-//! of `±`[`FREQ_NB`] bins and `±`[`TIME_NB`] frames and stands at least
-//! [`MIN_PROMINENCE`] above its bin's mean. Each peak (the anchor) is
-//! paired with the next [`FAN_OUT`] peaks at most [`MAX_DT`] frames later
-//! and [`MAX_DF`] bins away; the pair `(f1, f2, dt)` is packed into a
-//! [`HASH_BITS`]-bit hash stored with the anchor's frame.
+//! samples (128 ms) every [`HOP`] samples (32 ms). The power of each pair
+//! of adjacent FFT bins is summed into one *band* of [`BAND_BINS`] bins
+//! (15.625 Hz), and the log band power between [`LO_BAND`] and [`HI_BAND`]
+//! is whitened (each band's mean over the clip is subtracted, which removes
+//! a static equaliser or codec tilt and the clip gain). A *peak* is a point
+//! that is the largest of its neighbourhood of `±`[`FREQ_NB`] bands and
+//! `±`[`TIME_NB`] frames and stands at least [`MIN_PROMINENCE`] above its
+//! band's mean. Each peak (the anchor) is paired with the next [`FAN_OUT`]
+//! peaks at most [`MAX_DT`] frames later and [`MAX_DF`] bands away; the
+//! pair `(f1, f2, dt)` is packed into a [`HASH_BITS`]-bit hash stored with
+//! the anchor's frame.
 //!
-//! A steady tone, silence or digital zero has no bin that rises above its
+//! The frame is four hops long: a trim that is not a whole number of hops
+//! moves the frame grid by up to half a hop, an eighth of a frame, so the
+//! spectra of the shifted frames stay close and the same peaks are found
+//! (with a frame of two hops, noise-like textures lost most of their peaks
+//! under such a shift).
+//!
+//! A steady tone, silence or digital zero has no band that rises above its
 //! own mean, so it yields no peaks; a strictly periodic signal (a click
 //! train) repeats a handful of hashes. Either way the clip has fewer than
 //! [`MIN_DISTINCT`] distinct hashes and is *not fingerprintable*: pairing
@@ -33,41 +41,46 @@ use crate::spectral::plans::rfft_plan;
 use crate::spectral::rfft::RealFft;
 use crate::window::Window;
 
-pub use pair::{pair, Match, PairItem, PairOptions, MIN_MATCHES, MIN_SCORE};
+pub use pair::{
+    hash_counts, pair, pair_with, Match, PairItem, PairOptions, MAX_POSTINGS, MIN_MATCHES,
+    MIN_SCORE,
+};
 
 /// Analysis sample rate in Hz: every clip is resampled to it.
 pub const ANALYSIS_SR: u32 = 8000;
-/// Frame length in samples at [`ANALYSIS_SR`] (64 ms).
-pub const N_FFT: usize = 512;
+/// Frame length in samples at [`ANALYSIS_SR`] (128 ms).
+pub const N_FFT: usize = 1024;
 /// Frame step in samples at [`ANALYSIS_SR`] (32 ms).
 pub const HOP: usize = 256;
-/// Lowest frequency bin used (62.5 Hz).
-pub const LO_BIN: usize = 4;
-/// One past the highest bin used (3.375 kHz, inside the resampler's pass
+/// FFT bins summed into one band (15.625 Hz).
+pub const BAND_BINS: usize = 2;
+/// Lowest band used (62.5 Hz).
+pub const LO_BAND: usize = 4;
+/// One past the highest band used (3.375 kHz, inside the resampler's pass
 /// band).
-pub const HI_BIN: usize = 216;
-/// Half-width of a peak's neighbourhood in bins.
+pub const HI_BAND: usize = 216;
+/// Half-width of a peak's neighbourhood in bands.
 pub const FREQ_NB: usize = 12;
 /// Half-width of a peak's neighbourhood in frames.
 pub const TIME_NB: usize = 8;
-/// Least height of a peak above its bin's mean log power (natural log of
+/// Least height of a peak above its band's mean log power (natural log of
 /// power: 1.5 is 6.5 dB).
 pub const MIN_PROMINENCE: f32 = 1.5;
 /// Targets paired with each anchor.
 pub const FAN_OUT: usize = 3;
 /// Largest anchor-to-target distance in frames (2 s).
 pub const MAX_DT: u32 = 63;
-/// Largest anchor-to-target distance in bins.
+/// Largest anchor-to-target distance in bands.
 pub const MAX_DF: usize = 64;
-/// Bits of a hash: 8 for the anchor bin, 8 for the target bin, 6 for `dt`.
+/// Bits of a hash: 8 for the anchor band, 8 for the target band, 6 for `dt`.
 pub const HASH_BITS: u32 = 22;
 /// Fewest distinct hashes a fingerprintable clip has; below it a clip is
 /// never paired.
 pub const MIN_DISTINCT: usize = 20;
 /// Power floor (relative to a full-scale sine's peak bin, -100 dB): quieter
-/// bins count as this level, so digital silence has no peaks.
+/// bands count as this level, so digital silence has no peaks.
 const FLOOR_ABS: f32 = 1e-10;
-/// Power floor relative to the clip's loudest bin (-70 dB): what lies
+/// Power floor relative to the clip's loudest band (-70 dB): what lies
 /// further below (window leakage of a tone, codec noise) has no peaks.
 const FLOOR_CLIP: f32 = 1e-7;
 
@@ -163,11 +176,12 @@ fn downmix<'a>(channels: &[&'a [f32]], n: usize) -> Cow<'a, [f32]> {
     Cow::Owned(out)
 }
 
-/// Whitened log power `[frames, HI_BIN - LO_BIN]` of `x` at the analysis
-/// rate: `ln(max(power, floor)) - mean over frames`.
+/// Whitened log band power `[frames, HI_BAND - LO_BAND]` of `x` at the
+/// analysis rate: `ln(max(power, floor)) - mean over frames`.
 fn whitened(x: &[f32]) -> Result<(Vec<f32>, usize)> {
     let n_t = n_frames(x.len());
-    let width = HI_BIN - LO_BIN;
+    let width = HI_BAND - LO_BAND;
+    let bins = LO_BAND * BAND_BINS..HI_BAND * BAND_BINS;
     let (fft, window) = plan();
     let mut frame = fft.make_input_vec();
     let mut spec = fft.make_output_vec();
@@ -182,7 +196,11 @@ fn whitened(x: &[f32]) -> Result<(Vec<f32>, usize)> {
             .zip(seg.iter().zip(window.iter()))
             .for_each(|(f, (v, w))| *f = v * w);
         fft.process_with_scratch(&mut frame, &mut spec, &mut scratch)?;
-        s.extend(spec[LO_BIN..HI_BIN].iter().map(|c| c.norm_sqr()));
+        s.extend(
+            spec[bins.clone()]
+                .chunks_exact(BAND_BINS)
+                .map(|band| band.iter().map(|c| c.norm_sqr()).sum::<f32>()),
+        );
     }
     let loudest = s.iter().fold(0.0f32, |a, &b| a.max(b));
     let floor = (full_scale * FLOOR_ABS).max(loudest * FLOOR_CLIP);
@@ -216,7 +234,7 @@ pub fn fingerprint(channels: &[&[f32]], sr: u32) -> Result<Fingerprint> {
         )
     };
     let (s, n_t) = whitened(&x)?;
-    let found = peaks::find(&s, n_t, HI_BIN - LO_BIN);
+    let found = peaks::find(&s, n_t, HI_BAND - LO_BAND);
     let (hashes, times) = peaks::landmarks(&found);
     let distinct = count_distinct(&hashes);
     Ok(Fingerprint {

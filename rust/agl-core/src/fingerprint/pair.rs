@@ -5,14 +5,17 @@
 //! array of `(clip, frame)`, 8 bytes a hash, in clip order). Each clip then
 //! probes the index, in parallel: for every hash it holds it collects, from
 //! clips of a higher index, a vote for the frame offset between the two
-//! anchors; a hash also matches the hashes of the same two bins one frame
+//! anchors; a hash also matches the hashes of the same two bands one frame
 //! closer or further apart, since a shift of the frame grid moves a peak by
 //! a frame. A pair is a match when the most voted offset (with its two
 //! neighbours, for frame jitter) holds at least `min_matches` votes and
 //! `score = votes / min(hashes of a, hashes of b inside the overlap)` is at
 //! least `min_score`.
 //!
-//! Memory is bounded by the index plus one vote list per worker. Hashes
+//! Votes are counted per clip in a dense array first; only clips that
+//! gather `min_matches` votes in all have their offsets collected and
+//! sorted. Memory is bounded by the index plus, per worker, one count per
+//! clip (4 bytes) and the candidates' votes. Hashes
 //! whose posting list is longer than [`MAX_POSTINGS`] (a pattern common to
 //! many clips), and hashes repeated more than [`MAX_REPEAT`] times in one
 //! clip (a steady texture), cast no votes.
@@ -117,12 +120,45 @@ fn check(items: &[PairItem<'_>], opts: &PairOptions) -> Result<()> {
 
 /// The inverted index: `start[h]..start[h + 1]` of `post` are the
 /// `(clip, frame)` entries of hash `h`, in clip order.
-struct Index {
+struct Index<'c> {
     start: Vec<u32>,
     post: Vec<u64>,
+    /// Postings of each hash over the whole corpus, when the index holds
+    /// one shard of it ([`hash_counts`] summed over the shards); otherwise
+    /// the index's own list lengths decide.
+    counts: Option<&'c [u32]>,
+    /// Whether the index holds the query clips themselves: a clip then
+    /// votes only on the clips after it.
+    same: bool,
 }
 
-fn build(items: &[PairItem<'_>], ok: &[bool]) -> Result<Index> {
+impl Index<'_> {
+    /// The postings of `h` that clip `q` votes on, or `None` for a hash
+    /// held more than [`MAX_POSTINGS`] times in the corpus.
+    fn list(&self, h: u32, q: usize) -> Option<&[u64]> {
+        let list = &self.post[self.start[h as usize] as usize..self.start[h as usize + 1] as usize];
+        let total = match self.counts {
+            Some(c) => c[h as usize] as usize,
+            None => list.len(),
+        };
+        if total > MAX_POSTINGS {
+            return None;
+        }
+        if self.same {
+            let above = list.partition_point(|&e| (e >> 32) as usize <= q);
+            Some(&list[above..])
+        } else {
+            Some(list)
+        }
+    }
+}
+
+fn build<'c>(
+    items: &[PairItem<'_>],
+    ok: &[bool],
+    counts: Option<&'c [u32]>,
+    same: bool,
+) -> Result<Index<'c>> {
     let n_h = 1usize << HASH_BITS;
     let mut start = vec![0u32; n_h + 1];
     let mut total = 0u64;
@@ -152,43 +188,118 @@ fn build(items: &[PairItem<'_>], ok: &[bool]) -> Result<Index> {
             *slot += 1;
         }
     }
-    Ok(Index { start, post })
+    Ok(Index {
+        start,
+        post,
+        counts,
+        same,
+    })
 }
 
 /// Per-worker buffers of the probe.
-#[derive(Default)]
 struct Scratch {
+    /// The query's `(hash, frame)` pairs, sorted.
     query: Vec<(u32, u32)>,
+    /// Votes cast for each clip by the current query (index: clip); zero
+    /// again after each query.
+    counts: Vec<u32>,
+    /// Clips whose count is not zero.
+    touched: Vec<u32>,
+    /// `(clip, offset)` votes for the candidate clips.
     votes: Vec<u64>,
 }
 
-/// Votes of clip `q` against every clip above it, sorted by (clip, offset).
-fn collect_votes(idx: &Index, q: usize, item: &PairItem<'_>, s: &mut Scratch) {
-    s.query.clear();
-    s.query
-        .extend(item.hashes.iter().copied().zip(item.times.iter().copied()));
-    s.query.sort_unstable();
-    s.votes.clear();
+impl Scratch {
+    fn new(n_items: usize) -> Self {
+        Scratch {
+            query: Vec::new(),
+            counts: vec![0; n_items],
+            touched: Vec::new(),
+            votes: Vec::new(),
+        }
+    }
+}
+
+/// Call `vote(clip, other frame, query frame)` for every vote the sorted
+/// `query` of clip `q` casts on the indexed clips ([`Index::list`]): for
+/// each of its hashes
+/// (repeated at most [`MAX_REPEAT`] times), over the posting lists of the
+/// hash and its [`dt_variants`] (at most [`MAX_POSTINGS`] long), against
+/// every clip holding it at most [`MAX_REPEAT`] times.
+fn for_each_vote(idx: &Index, q: usize, query: &[(u32, u32)], mut vote: impl FnMut(u32, u32, u32)) {
     let mut i = 0;
-    while i < s.query.len() {
-        let h = s.query[i].0;
-        let j = i + s.query[i..].partition_point(|e| e.0 == h);
+    while i < query.len() {
+        let h = query[i].0;
+        let j = i + query[i..].partition_point(|e| e.0 == h);
         if j - i <= MAX_REPEAT {
-            for v in dt_variants(h) {
-                let list =
-                    &idx.post[idx.start[v as usize] as usize..idx.start[v as usize + 1] as usize];
-                if list.len() <= MAX_POSTINGS {
-                    let above = list.partition_point(|&e| (e >> 32) as usize <= q);
-                    vote_list(&list[above..], &s.query[i..j], &mut s.votes);
+            for list in dt_variants(h).filter_map(|v| idx.list(v, q)) {
+                let mut k = 0;
+                while k < list.len() {
+                    let c = list[k] >> 32;
+                    let run = list[k..].partition_point(|&e| e >> 32 == c);
+                    if run <= MAX_REPEAT {
+                        for &e in &list[k..k + run] {
+                            for &(_, tq) in &query[i..j] {
+                                vote(c as u32, e as u32, tq);
+                            }
+                        }
+                    }
+                    k += run;
                 }
             }
         }
         i = j;
     }
-    s.votes.sort_unstable();
 }
 
-/// `h` and the hashes of the same bins one frame further apart or closer
+/// Votes of clip `q` against every indexed clip that gathers at least
+/// `min_matches` votes in all, as `(clip, offset)` sorted. Two passes over
+/// the postings: the first counts votes per clip in a dense array (no
+/// sort: nearly every clip that shares a hash by chance gets one or two),
+/// the second, only when some clip reached `min_matches`, collects the
+/// offsets of those clips.
+fn collect_votes(idx: &Index, q: usize, item: &PairItem<'_>, min_matches: u32, s: &mut Scratch) {
+    s.query.clear();
+    s.query
+        .extend(item.hashes.iter().copied().zip(item.times.iter().copied()));
+    s.query.sort_unstable();
+    s.votes.clear();
+    let (counts, touched) = (&mut s.counts, &mut s.touched);
+    for_each_vote(idx, q, &s.query, |c, _, _| {
+        let n = &mut counts[c as usize];
+        if *n == 0 {
+            touched.push(c);
+        }
+        *n += 1;
+    });
+    // Candidates keep a mark (`u32::MAX`), the others are cleared now.
+    let mut any = false;
+    for &c in touched.iter() {
+        let n = &mut counts[c as usize];
+        if *n >= min_matches {
+            *n = u32::MAX;
+            any = true;
+        } else {
+            *n = 0;
+        }
+    }
+    if any {
+        let (counts, votes) = (&s.counts, &mut s.votes);
+        for_each_vote(idx, q, &s.query, |c, tc, tq| {
+            if counts[c as usize] == u32::MAX {
+                let off = (tq as i64 - tc as i64 + (1i64 << 31)) as u64 & 0xffff_ffff;
+                votes.push(((c as u64) << 32) | off);
+            }
+        });
+        for &c in s.touched.iter() {
+            s.counts[c as usize] = 0;
+        }
+        s.votes.sort_unstable();
+    }
+    s.touched.clear();
+}
+
+/// `h` and the hashes of the same bands one frame further apart or closer
 /// (a peak that moved by a frame when the frame grid shifted, as a trim
 /// that is not a whole number of hops does).
 fn dt_variants(h: u32) -> impl Iterator<Item = u32> {
@@ -202,26 +313,6 @@ fn dt_variants(h: u32) -> impl Iterator<Item = u32> {
     .into_iter()
     .flatten()
     .map(move |d| base | d)
-}
-
-/// Votes from one posting list (clips above the query) against the
-/// query's frames of the same hash.
-fn vote_list(list: &[u64], query: &[(u32, u32)], votes: &mut Vec<u64>) {
-    let mut k = 0;
-    while k < list.len() {
-        let c = list[k] >> 32;
-        let run = list[k..].partition_point(|&e| e >> 32 == c);
-        if run <= MAX_REPEAT {
-            for &e in &list[k..k + run] {
-                let tc = (e & 0xffff_ffff) as i64;
-                for &(_, tq) in query {
-                    let off = (tq as i64 - tc + (1i64 << 31)) as u64 & 0xffff_ffff;
-                    votes.push((c << 32) | off);
-                }
-            }
-        }
-        k += run;
-    }
 }
 
 /// Best offset (query frame minus other frame) of one clip's sorted votes
@@ -248,9 +339,10 @@ fn count_in(times: &[u32], from: u32, len: u32) -> usize {
     hi - lo
 }
 
-/// Turn the best offset of clips `a < b` into a match, if it passes.
+/// Turn the best offset of query clip `a` and indexed clip `b` into a
+/// match, if it passes.
 fn judge(
-    items: &[PairItem<'_>],
+    (ia, ib): (&PairItem<'_>, &PairItem<'_>),
     (a, b): (usize, usize),
     (off, votes): (i64, u32),
     opts: &PairOptions,
@@ -258,7 +350,6 @@ fn judge(
     if votes < opts.min_matches {
         return None;
     }
-    let (ia, ib) = (&items[a], &items[b]);
     let (na, nb) = (ia.n_frames as i64, ib.n_frames as i64);
     let (sa, sb) = if off >= 0 { (off, 0) } else { (0, -off) };
     let overlap = (na - sa).min(nb - sb).max(1);
@@ -278,15 +369,15 @@ fn judge(
     })
 }
 
-/// Matches of clip `q` against every clip above it, by clip.
+/// Matches of query clip `q` against the indexed clips, by clip.
 fn probe(
     idx: &Index,
-    items: &[PairItem<'_>],
+    (queries, indexed): (&[PairItem<'_>], &[PairItem<'_>]),
     q: usize,
     opts: &PairOptions,
     s: &mut Scratch,
 ) -> Vec<Match> {
-    collect_votes(idx, q, &items[q], s);
+    collect_votes(idx, q, &queries[q], opts.min_matches, s);
     let mut out = Vec::new();
     let mut k = 0;
     let mut offs = Vec::new();
@@ -296,13 +387,38 @@ fn probe(
         if run as u32 >= opts.min_matches {
             offs.clear();
             offs.extend(s.votes[k..k + run].iter().map(|&e| e & 0xffff_ffff));
-            if let Some(m) = judge(items, (q, c as usize), best_offset(&offs), opts) {
+            let its = (&queries[q], &indexed[c as usize]);
+            if let Some(m) = judge(its, (q, c as usize), best_offset(&offs), opts) {
                 out.push(m);
             }
         }
         k += run;
     }
     out
+}
+
+/// Whether each clip takes part in pairing (enough distinct hashes).
+fn pairable(items: &[PairItem<'_>]) -> Vec<bool> {
+    items
+        .par_iter()
+        .map(|it| fingerprintable(count_distinct(it.hashes)))
+        .collect()
+}
+
+/// Postings of every hash (`2^HASH_BITS` counts) over the clips of
+/// `items` that take part in pairing. Summed over the shards of a corpus
+/// (saturating), they let [`pair_with`] drop the hashes common in the whole
+/// corpus while it indexes one shard.
+pub fn hash_counts(items: &[PairItem<'_>], n_threads: Option<usize>) -> Result<Vec<u32>> {
+    check(items, &PairOptions::default())?;
+    let ok = install(n_threads, || pairable(items))?;
+    let mut counts = vec![0u32; 1 << HASH_BITS];
+    for (it, _) in items.iter().zip(&ok).filter(|(_, &k)| k) {
+        for &h in it.hashes {
+            counts[h as usize] = counts[h as usize].saturating_add(1);
+        }
+    }
+    Ok(counts)
 }
 
 /// Every matching pair of `items` (sorted by `a`, then `b`). Clips that
@@ -314,21 +430,57 @@ pub fn pair(
     n_threads: Option<usize>,
     cancel: &Cancel,
 ) -> Result<Vec<Match>> {
-    check(items, &opts)?;
+    pair_with(items, None, None, opts, n_threads, cancel)
+}
+
+/// Pairs of one block of a sharded corpus. With `others`, every match
+/// between a clip of `queries` (`a`) and a clip of `others` (`b`, indices
+/// into `others`); without, the matches within `queries` (`a < b`), as
+/// [`pair`]. `counts` are the corpus's [`hash_counts`] (summed over its
+/// shards): a hash held more than [`MAX_POSTINGS`] times in the corpus
+/// casts no votes, as it would in one index of the whole corpus; without
+/// them the clips given decide. With the corpus cut into shards, the
+/// blocks (each shard alone, and each pair of shards) together give
+/// exactly the matches of [`pair`] on the whole corpus.
+pub fn pair_with(
+    queries: &[PairItem<'_>],
+    others: Option<&[PairItem<'_>]>,
+    counts: Option<&[u32]>,
+    opts: PairOptions,
+    n_threads: Option<usize>,
+    cancel: &Cancel,
+) -> Result<Vec<Match>> {
+    check(queries, &opts)?;
+    if let Some(o) = others {
+        check(o, &opts)?;
+    }
+    if let Some(c) = counts {
+        if c.len() != 1 << HASH_BITS {
+            return Err(AglError::Shape(format!(
+                "hash counts have {} entries, want 2^{HASH_BITS}",
+                c.len()
+            )));
+        }
+    }
+    let indexed = others.unwrap_or(queries);
     install(n_threads, || -> Result<Vec<Match>> {
-        let ok: Vec<bool> = items
-            .par_iter()
-            .map(|it| fingerprintable(count_distinct(it.hashes)))
-            .collect();
-        let idx = build(items, &ok)?;
-        let per: Vec<Vec<Match>> = (0..items.len())
+        let ok_q = pairable(queries);
+        let ok_i = match others {
+            Some(o) => pairable(o),
+            None => ok_q.clone(),
+        };
+        let idx = build(indexed, &ok_i, counts, others.is_none())?;
+        let per: Vec<Vec<Match>> = (0..queries.len())
             .into_par_iter()
-            .map_init(Scratch::default, |s, q| {
-                if !ok[q] || cancel.is_cancelled() {
-                    return Vec::new();
-                }
-                probe(&idx, items, q, &opts, s)
-            })
+            .map_init(
+                || Scratch::new(indexed.len()),
+                |s, q| {
+                    if !ok_q[q] || cancel.is_cancelled() {
+                        return Vec::new();
+                    }
+                    probe(&idx, (queries, indexed), q, &opts, s)
+                },
+            )
             .collect();
         cancel.check()?;
         Ok(per.into_iter().flatten().collect())

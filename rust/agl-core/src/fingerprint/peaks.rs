@@ -1,8 +1,9 @@
 //! Peak picking on the whitened spectrogram and peak pairing into hashes.
 
-use super::{FAN_OUT, FREQ_NB, LO_BIN, MAX_DF, MAX_DT, MIN_PROMINENCE, TIME_NB};
+use super::{FAN_OUT, FREQ_NB, LO_BAND, MAX_DF, MAX_DT, MIN_PROMINENCE, TIME_NB};
 
-/// A spectral peak: frame and bin (absolute bin index, `LO_BIN..HI_BIN`).
+/// A spectral peak: frame and band (absolute band index,
+/// `LO_BAND..HI_BAND`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Peak {
     pub t: u32,
@@ -47,7 +48,7 @@ fn sliding_max(row: &[f32], r: usize, out: &mut [f32], g: &mut [f32], h: &mut [f
 }
 
 /// Peaks of the whitened spectrogram `s` (`[n_t, width]`), in frame then
-/// bin order: points at least [`MIN_PROMINENCE`] high that are the maximum
+/// band order: points at least [`MIN_PROMINENCE`] high that are the maximum
 /// of their `±FREQ_NB` x `±TIME_NB` neighbourhood.
 pub fn find(s: &[f32], n_t: usize, width: usize) -> Vec<Peak> {
     let mut fmax = vec![0.0f32; s.len()];
@@ -71,7 +72,7 @@ pub fn find(s: &[f32], n_t: usize, width: usize) -> Vec<Peak> {
             if top {
                 peaks.push(Peak {
                     t: t as u32,
-                    f: (f + LO_BIN) as u16,
+                    f: (f + LO_BAND) as u16,
                 });
             }
         }
@@ -79,13 +80,13 @@ pub fn find(s: &[f32], n_t: usize, width: usize) -> Vec<Peak> {
     peaks
 }
 
-/// Pack an anchor bin, a target bin and their frame distance into a hash.
+/// Pack an anchor band, a target band and their frame distance into a hash.
 pub fn hash(f1: u16, f2: u16, dt: u32) -> u32 {
     ((f1 as u32 & 0xff) << 14) | ((f2 as u32 & 0xff) << 6) | (dt & 0x3f)
 }
 
 /// Landmarks of `peaks` (frame order): each anchor with its next
-/// [`FAN_OUT`] peaks within [`MAX_DT`] frames and [`MAX_DF`] bins. Returns
+/// [`FAN_OUT`] peaks within [`MAX_DT`] frames and [`MAX_DF`] bands. Returns
 /// hashes and anchor frames.
 pub fn landmarks(peaks: &[Peak]) -> (Vec<u32>, Vec<u32>) {
     let mut hashes = Vec::with_capacity(peaks.len() * FAN_OUT);

@@ -124,3 +124,118 @@ fn pair_rejects_bad_fingerprints() {
     }];
     assert!(pair(&bad, PairOptions::default(), None, never()).is_err());
 }
+
+/// Synthetic fingerprints: `n` clips of 100 random hashes in frames
+/// `0..600`, each also holding a 15-hash jingle at frames `0..15` (so each
+/// jingle hash has `n` postings), and planted copies: clip `b` of each
+/// `(a, b)` in `planted` takes the first 60 hashes of `a`, moved 40 frames.
+fn corpus(n: usize, planted: &[(usize, usize)]) -> Vec<(Vec<u32>, Vec<u32>)> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut clips: Vec<Vec<(u32, u32)>> = (0..n)
+        .map(|_| {
+            let mut v: Vec<(u32, u32)> = (0..100)
+                .map(|_| {
+                    let r = next();
+                    (
+                        (r as u32) & ((1 << HASH_BITS) - 1),
+                        ((r >> 32) % 600) as u32,
+                    )
+                })
+                .collect();
+            v.extend((0..15u32).map(|k| (0x3f_0000 + k * 64 + 5, k)));
+            v
+        })
+        .collect();
+    for &(a, b) in planted {
+        let mut src = clips[a].clone();
+        src.sort_by_key(|e| e.1);
+        clips[b] = src
+            .iter()
+            .filter(|e| e.1 >= 40)
+            .take(60)
+            .map(|&(h, t)| (h, t - 40))
+            .collect();
+    }
+    clips
+        .into_iter()
+        .map(|mut v| {
+            v.sort_by_key(|e| e.1);
+            v.into_iter().unzip()
+        })
+        .collect()
+}
+
+fn items(c: &[(Vec<u32>, Vec<u32>)]) -> Vec<PairItem<'_>> {
+    c.iter()
+        .map(|(h, t)| PairItem {
+            hashes: h,
+            times: t,
+            n_frames: 600,
+        })
+        .collect()
+}
+
+/// The blocks of a corpus cut into three shards (each shard alone, each
+/// pair of shards), with the summed per-shard hash counts, give the matches
+/// of one index over the whole corpus; without the summed counts, the
+/// jingle (common in the corpus, not in a shard) would vote.
+#[test]
+fn sharded_blocks_equal_one_index() {
+    let n = 2 * MAX_POSTINGS + 300;
+    let planted = [(3, 9), (1000, 1001), (40, n - 2), (n / 3 - 1, n / 3)];
+    let c = corpus(n, &planted);
+    let all = items(&c);
+    let opts = PairOptions::default();
+    let whole = pair(&all, opts, Some(2), never()).unwrap();
+    let mut got: Vec<(u32, u32)> = whole.iter().map(|m| (m.a, m.b)).collect();
+    got.sort_unstable();
+    let mut want: Vec<(u32, u32)> = planted.iter().map(|&(a, b)| (a as u32, b as u32)).collect();
+    want.sort_unstable();
+    assert_eq!(got, want);
+
+    let cuts = [0, n / 3, 2 * n / 3, n];
+    let shards: Vec<&[PairItem]> = cuts.windows(2).map(|w| &all[w[0]..w[1]]).collect();
+    let mut counts = vec![0u32; 1 << HASH_BITS];
+    for s in &shards {
+        for (t, v) in counts.iter_mut().zip(hash_counts(s, Some(1)).unwrap()) {
+            *t += v;
+        }
+    }
+    assert_eq!(counts, hash_counts(&all, Some(2)).unwrap());
+    let blocks = |counts: &[u32]| {
+        let mut out = Vec::new();
+        for i in 0..shards.len() {
+            for j in i..shards.len() {
+                let others = (i != j).then(|| shards[j]);
+                for mut m in
+                    pair_with(shards[i], others, Some(counts), opts, Some(2), never()).unwrap()
+                {
+                    m.a += cuts[i] as u32;
+                    m.b += cuts[j] as u32;
+                    out.push(m);
+                }
+            }
+        }
+        out.sort_by_key(|m| (m.a, m.b));
+        out
+    };
+    assert_eq!(blocks(&counts), whole);
+    // A shard holds fewer than MAX_POSTINGS copies of the jingle: without
+    // the corpus's counts its clips would all match through it (the 99 of
+    // the first 100 that hold it; clip 9 is the planted copy of clip 3).
+    let part = &shards[0][..100];
+    let alone = pair_with(part, None, None, opts, Some(2), never()).unwrap();
+    assert_eq!(alone.len(), 99 * 98 / 2 + 1);
+    let with = pair_with(part, None, Some(&counts), opts, Some(2), never()).unwrap();
+    assert_eq!(
+        with.iter().map(|m| (m.a, m.b)).collect::<Vec<_>>(),
+        [(3, 9)]
+    );
+    assert!(pair_with(&all, None, Some(&counts[1..]), opts, None, never()).is_err());
+}
