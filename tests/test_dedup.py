@@ -333,3 +333,16 @@ def _check_sharded(planted_run: Path, tmp_path: Path, engine: str) -> None:
     assert pq.read_table(out / PAIRS_FILE).equals(pq.read_table(planted_run / PAIRS_FILE))
     dedup = json.loads((out / "summary.json").read_text())["dedup"]
     assert (dedup["engine"], dedup["shards"], dedup["pairs"]) == (engine, 3, 3)
+
+
+def test_dedup_engine_options_are_checked(
+    planted_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(planted_run, out)
+    before = (out / "curated.parquet").read_bytes()
+    assert main(["dedup", str(out), "--shards", "0", "--quiet"]) == 2
+    assert "shards must be a positive integer" in capsys.readouterr().err
+    assert main(["dedup", str(out), "--ray-address", "auto", "--quiet"]) == 2
+    assert "address applies to engine='ray'" in capsys.readouterr().err
+    assert (out / "curated.parquet").read_bytes() == before

@@ -20,20 +20,24 @@ in the Rust core from the clip's own spectrum:
 
 :func:`pair` files every hash in an inverted index and lets each clip vote
 for the time offset of every other clip sharing a hash (or the hash of the
-same two bins one frame closer or further apart, as a trim that is not a
-whole number of hops shifts the frame grid); a pair matches when
-the best offset (±1 frame) gathers at least :data:`MIN_MATCHES` votes and
-its score, the votes over the number of hashes of the sparser clip inside the
-overlap, reaches ``min_score`` (default :data:`MIN_SCORE`).
+same two bands one frame closer or further apart, as a peak may move by a
+frame); a pair matches when the best offset (±1 frame) gathers at least
+:data:`MIN_MATCHES` votes and its score, the votes over the number of
+hashes of the sparser clip inside the overlap, reaches ``min_score``
+(default :data:`MIN_SCORE`). :func:`pair_sharded` gives the same pairs from
+an index per shard, probed block by block, with the hash counts of the
+shards summed (:func:`hash_counts`); ``agl-fast dedup --engine ray`` runs
+those blocks as Ray tasks.
 
 **Tones, silence and clicks.** Such clips fingerprint without error. A
-steady tone has no bin rising above its own mean and silence none above the
-floor, so neither has peaks; a strictly periodic click train repeats a few
+steady tone has no band rising above its own mean and silence none above
+the floor, so neither has peaks; a strictly periodic click train repeats a few
 hashes. The rule: a clip with fewer than :data:`MIN_DISTINCT` distinct hashes
 is *not fingerprintable* (:attr:`Fingerprint.fingerprintable` is ``False``)
 and is never paired, so tones never match across files. In clips that are
 paired, a hash repeated more than four times in one clip (a steady texture)
-and a hash held by more than 2,048 clips cast no votes.
+and a hash held more than :data:`MAX_POSTINGS` (2,048) times in the corpus
+cast no votes.
 
 Examples
 --------

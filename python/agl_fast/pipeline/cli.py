@@ -16,7 +16,7 @@ from ..presets import get_recipe, recipe_names
 from ..tagging.registry import get_tagger, tagger_names
 from .config import LONG_CLIPS, CurateConfig
 from .dedup import dedup_output
-from .dedup_cli import add_dedup_options
+from .dedup_cli import add_dedup_options, dedup_kwargs
 from .demo import demo_directories, output_note, write_demo_corpus
 from .filter_flags import add_filter_flags, filter_options
 from .inputs import Inputs, discover, read_manifest
@@ -368,13 +368,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             bar.close()
         if args.dedup:
-            summary["dedup"] = dedup_output(
-                out,
-                min_score=args.min_score,
-                engine=args.engine,
-                shards=args.shards,
-                address=args.ray_address,
-            )
+            summary["dedup"] = dedup_output(out, **dedup_kwargs(args))
         if args.report:
             from ..report import write_report
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from .dedup import ENGINES, PAIRS_FILE, REPRESENTATIVE_RULE, dedup_output
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_dedup_options", "add_parser", "dedup_kwargs", "run"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -68,19 +68,25 @@ def add_dedup_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def dedup_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :func:`~agl_fast.pipeline.dedup.dedup_output`
+    that the parsed options give (``dedup``, and ``curate --dedup``, whose
+    ``--engine`` and ``--ray-address`` are the run's)."""
+    return {
+        "min_score": args.min_score,
+        "shards": args.shards,
+        "engine": args.engine,
+        "address": args.ray_address,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``dedup``; returns the process exit status."""
     if args.report:
         from ..report import check_dependencies
 
         check_dependencies()
-    counts = dedup_output(
-        args.out,
-        min_score=args.min_score,
-        engine=args.engine,
-        shards=args.shards,
-        address=args.ray_address,
-    )
+    counts = dedup_output(args.out, **dedup_kwargs(args))
     if args.report:
         from ..report import write_report
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ... import fingerprint as fpm
+from ...exceptions import AglError
 from . import RAY_MISSING
 
 try:
@@ -98,7 +99,28 @@ def pair_on_ray(
     -------
     Matches
         The same matches as one index over the whole corpus.
+
+    Raises
+    ------
+    AglError
+        A task failed (its error, when it is one of agl-fast's, keeps its
+        type) or the cluster lost it after Ray's retries.
     """
+    try:
+        return _pair_on_ray(fps, shards, min_score, n_threads, address)
+    except ray.exceptions.RayError as exc:
+        if isinstance(exc, AglError):
+            raise
+        raise AglError(f"pairing on Ray failed: {exc}") from exc
+
+
+def _pair_on_ray(
+    fps: Sequence[fpm.Fingerprint],
+    shards: int | None,
+    min_score: float | None,
+    n_threads: int | None,
+    address: str | None,
+) -> fpm.Matches:
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     k = default_shards(len(fps)) if shards is None else shards

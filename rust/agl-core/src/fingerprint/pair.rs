@@ -230,13 +230,15 @@ fn for_each_vote(idx: &Index, q: usize, query: &[(u32, u32)], mut vote: impl FnM
     let mut i = 0;
     while i < query.len() {
         let h = query[i].0;
-        let j = i + query[i..].partition_point(|e| e.0 == h);
+        let j = i + query[i..].iter().take_while(|e| e.0 == h).count();
         if j - i <= MAX_REPEAT {
             for list in dt_variants(h).filter_map(|v| idx.list(v, q)) {
                 let mut k = 0;
                 while k < list.len() {
                     let c = list[k] >> 32;
-                    let run = list[k..].partition_point(|&e| e >> 32 == c);
+                    // Runs are short (a clip rarely repeats a hash): a
+                    // scan, not a search.
+                    let run = list[k..].iter().take_while(|&&e| e >> 32 == c).count();
                     if run <= MAX_REPEAT {
                         for &e in &list[k..k + run] {
                             for &(_, tq) in &query[i..j] {
