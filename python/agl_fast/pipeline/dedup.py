@@ -226,17 +226,14 @@ def find_duplicates(
     n_threads : int or None
         Native threads of the pairing (of each task on Ray).
     engine : {"local", "ray"}
-        ``"local"``: in this process; ``"ray"``: as Ray tasks, an index per
-        shard probed block by block
-        (:mod:`agl_fast.pipeline.engines.ray_dedup`). Both give the same
-        matches.
+        In this process, or as Ray tasks block by block
+        (:mod:`agl_fast.pipeline.engines.ray_dedup`); the same matches.
     shards : int or None
-        Shards of the corpus (default: one index locally; on Ray, enough
-        blocks for the cluster's CPUs). Locally, more shards bound memory
-        to two shards' indexes (:func:`agl_fast.fingerprint.pair_sharded`).
+        Shards, an index each (default: one index locally; on Ray, enough
+        blocks for the cluster's CPUs); memory is two shards' indexes.
     address : str or None
-        With ``engine="ray"``: the cluster to join (default: the one Ray is
-        initialised with, ``RAY_ADDRESS``, or a new local cluster).
+        With ``engine="ray"``: the cluster to join (default: Ray's own,
+        ``RAY_ADDRESS``, or a new local cluster).
 
     Returns
     -------
@@ -269,8 +266,34 @@ def find_duplicates(
     m = _pair(fps, np.asarray(rows, np.int64), min_score, n_threads, how)
     a, b = m["a"], m["b"]
     rep = _groups(n, a, b, representative_order(table))
-    reps = sorted(set(rep.values()))
-    gid = {r: g for g, r in enumerate(reps)}
+    columns = _columns(keys, m, rep, status, errors)
+    pairs = pa.table(
+        {
+            "key_a": pa.array([keys[i] for i in a.tolist()], pa.string()),
+            "key_b": pa.array([keys[j] for j in b.tolist()], pa.string()),
+            **{c: pa.array(m[c], pa.float64()) for c in _MATCH_VALUES},
+        }
+    )
+    counts: dict[str, Any] = {"clips": n, "fingerprinted": len(fps)}
+    counts |= {s: status.count(s) for s in STATUSES}
+    counts |= {"pairs": len(a), "groups": len(set(rep.values())), "grouped": len(rep)}
+    counts |= {"duplicates": status.count(DUPLICATE), "min_score": min_score}
+    counts |= {"engine": engine, "shards": shards, "representative_rule": list(REPRESENTATIVE_RULE)}
+    return columns, pairs, counts
+
+
+def _columns(
+    keys: list[str],
+    m: dict[str, np.ndarray],
+    rep: dict[int, int],
+    status: list[str],
+    errors: list[str | None],
+) -> pa.Table:
+    """:data:`DEDUP_COLUMNS` of every row: its group (numbered in the
+    representatives' table order), representative, status (``status`` is
+    updated for the grouped rows), match and error."""
+    n = len(keys)
+    gid = {r: g for g, r in enumerate(sorted(set(rep.values())))}
     group: list[int | None] = [None] * n
     of: list[str | None] = [None] * n
     for i, r in rep.items():
@@ -284,27 +307,7 @@ def find_duplicates(
         **_row_matches(n, keys, m, rep),
         "dedup_error": errors,
     }
-    columns = pa.table({c: pa.array(values[c], t) for c, t in DEDUP_COLUMNS.items()})
-    pairs = pa.table(
-        {
-            "key_a": pa.array([keys[i] for i in a.tolist()], pa.string()),
-            "key_b": pa.array([keys[j] for j in b.tolist()], pa.string()),
-            **{c: pa.array(m[c], pa.float64()) for c in _MATCH_VALUES},
-        }
-    )
-    counts: dict[str, Any] = {"clips": n, "fingerprinted": len(fps)}
-    counts |= {s: status.count(s) for s in STATUSES}
-    counts |= {
-        "pairs": len(a),
-        "groups": len(reps),
-        "grouped": len(rep),
-        "duplicates": status.count(DUPLICATE),
-        "min_score": min_score,
-        "engine": engine,
-        "shards": shards,
-        "representative_rule": list(REPRESENTATIVE_RULE),
-    }
-    return columns, pairs, counts
+    return pa.table({c: pa.array(values[c], t) for c, t in DEDUP_COLUMNS.items()})
 
 
 #: What a match says besides its two clips (seconds, and the score).
