@@ -259,10 +259,8 @@ def test_evaluation_script_small_run(
         assert "not installed" in table
     ours = __import__("json").loads(out.read_text())["agl_fast"]
     assert ours["false_group_sources"] == 0, table
-    by = ours["recall_by_transform"]
-    untrimmed = [v for k, v in by.items() if "trim" not in k]
-    assert min(untrimmed) == 1.0, table
-    assert ours["recall"] >= 0.9, table
+    # every copy, trims included (cut anywhere, not on the frame grid)
+    assert min(ours["recall_by_transform"].values()) == 1.0, table
 
 
 # --- sharded pairing -------------------------------------------------------------
