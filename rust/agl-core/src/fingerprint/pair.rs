@@ -20,6 +20,9 @@
 //! many clips), and hashes repeated more than [`MAX_REPEAT`] times in one
 //! clip (a steady texture), cast no votes.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
 use rayon::prelude::*;
 
 use super::{count_distinct, fingerprintable, HASH_BITS, MAX_DT};
@@ -210,22 +213,52 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn new(n_items: usize) -> Self {
-        Scratch {
+    fn new(n_items: usize) -> Result<Self> {
+        let mut counts = Vec::new();
+        try_grow(&mut counts, n_items, "fingerprint vote counts")?;
+        counts.resize(n_items, 0);
+        Ok(Scratch {
             query: Vec::new(),
-            counts: vec![0; n_items],
+            counts,
             touched: Vec::new(),
             votes: Vec::new(),
+        })
+    }
+}
+
+/// Scratch lent to one rayon split and given back to `pool` when the split
+/// ends. Rayon makes a split's state anew for every split, and the counts
+/// are 4 bytes a clip: lent from a pool, there are no more of them than
+/// splits running at once (one per worker).
+struct Lent<'p> {
+    s: Option<Scratch>,
+    pool: &'p Mutex<Vec<Scratch>>,
+}
+
+impl<'p> Lent<'p> {
+    /// A scratch from `pool`; a new one only when the pool is empty (it is
+    /// filled with one per worker before the probe).
+    fn from(pool: &'p Mutex<Vec<Scratch>>, n_items: usize) -> Self {
+        let s = pool.lock().ok().and_then(|mut p| p.pop());
+        let s = s.or_else(|| Scratch::new(n_items).ok());
+        Lent { s, pool }
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let (Some(s), Ok(mut p)) = (self.s.take(), self.pool.lock()) {
+            p.push(s);
         }
     }
 }
 
 /// Call `vote(clip, other frame, query frame)` for every vote the sorted
 /// `query` of clip `q` casts on the indexed clips ([`Index::list`]): for
-/// each of its hashes
-/// (repeated at most [`MAX_REPEAT`] times), over the posting lists of the
-/// hash and its [`dt_variants`] (at most [`MAX_POSTINGS`] long), against
-/// every clip holding it at most [`MAX_REPEAT`] times.
+/// each of its hashes (repeated at most [`MAX_REPEAT`] times), over the
+/// posting lists of the hash and its [`dt_variants`] (at most
+/// [`MAX_POSTINGS`] long), against every clip holding it at most
+/// [`MAX_REPEAT`] times.
 fn for_each_vote(idx: &Index, q: usize, query: &[(u32, u32)], mut vote: impl FnMut(u32, u32, u32)) {
     let mut i = 0;
     while i < query.len() {
@@ -472,19 +505,36 @@ pub fn pair_with(
             None => ok_q.clone(),
         };
         let idx = build(indexed, &ok_i, counts, others.is_none())?;
+        let pool = (0..rayon::current_num_threads())
+            .map(|_| Scratch::new(indexed.len()))
+            .collect::<Result<Vec<_>>>()?;
+        let pool = Mutex::new(pool);
+        let failed = AtomicBool::new(false);
         let per: Vec<Vec<Match>> = (0..queries.len())
             .into_par_iter()
             .map_init(
-                || Scratch::new(indexed.len()),
-                |s, q| {
+                || Lent::from(&pool, indexed.len()),
+                |lent, q| {
                     if !ok_q[q] || cancel.is_cancelled() {
                         return Vec::new();
                     }
-                    probe(&idx, (queries, indexed), q, &opts, s)
+                    match lent.s.as_mut() {
+                        Some(s) => probe(&idx, (queries, indexed), q, &opts, s),
+                        None => {
+                            failed.store(true, Ordering::Relaxed);
+                            Vec::new()
+                        }
+                    }
                 },
             )
             .collect();
         cancel.check()?;
+        if failed.load(Ordering::Relaxed) {
+            return Err(AglError::Memory {
+                what: "fingerprint vote counts".into(),
+                bytes: indexed.len() as u64 * 4,
+            });
+        }
         Ok(per.into_iter().flatten().collect())
     })?
 }
