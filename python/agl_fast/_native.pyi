@@ -59,6 +59,7 @@ __all__ = [
     "geo_summary",
     "geodesic",
     "geoscore",
+    "hash_counts",
     "haversine",
     "ipd",
     "kaldi_mel_filterbank",
