@@ -163,19 +163,20 @@ fn build<'c>(
     same: bool,
 ) -> Result<Index<'c>> {
     let n_h = 1usize << HASH_BITS;
-    let mut start = vec![0u32; n_h + 1];
-    let mut total = 0u64;
-    for (it, _) in items.iter().zip(ok).filter(|(_, &k)| k) {
-        for &h in it.hashes {
-            start[h as usize + 1] += 1;
-        }
-        total += it.hashes.len() as u64;
-    }
+    let pairable = || items.iter().zip(ok).filter(|(_, &k)| k).map(|(it, _)| it);
+    // Checked before counting, so that no count can overflow.
+    let total: u64 = pairable().map(|it| it.hashes.len() as u64).sum();
     if total >= u32::MAX as u64 {
         return Err(AglError::Memory {
             what: "fingerprint index (more than 2^32 hashes)".into(),
             bytes: total * 8,
         });
+    }
+    let mut start = vec![0u32; n_h + 1];
+    for it in pairable() {
+        for &h in it.hashes {
+            start[h as usize + 1] += 1;
+        }
     }
     for h in 0..n_h {
         start[h + 1] += start[h];
