@@ -136,7 +136,10 @@ def _drive(
     only when an actor is free for it), chain their output to the tagging
     actors when there are any, and yield every finished table as it comes
     back; call ``heartbeat`` at least every :data:`HEARTBEAT_S` seconds. An
-    actor that finishes gets its next batch before its rows are yielded."""
+    actor that finishes gets its next batch once its rows are yielded (the
+    driver writes them to the progress log first): a signal that stops the
+    driver while it writes loses at most one batch per actor, the ones the
+    actors hold."""
     n_cpu = len(cpus)
     idle = list(cpus)
     busy: dict[Any, Any] = {}  # CPU task -> its actor
@@ -172,7 +175,6 @@ def _drive(
             if ref in busy:
                 idle.append(busy.pop(ref))
         results.difference_update(finished)
-        hand_out()
         for ref in finished:
             yield read_ipc(ray.get(ref))
 
